@@ -1,0 +1,46 @@
+--[[ gate_acquire: reserve a start slot on the rate gate, or confirm one reserved earlier.
+  GCRA with reservation: a caller that must wait is handed its own future slot and
+  sleeps once, instead of polling. Decided on Redis' clock (TIME), all times in µs.
+  Input:
+    KEYS[1]  gate state hash; fields tat (theoretical arrival time) and cool (cooldown end)
+    ARGV[1]  interval, µs (> 0)
+    ARGV[2]  burst (>= 1)
+    ARGV[3]  longest wait the caller accepts, µs (>= 0)
+    ARGV[4]  slot reserved earlier and slept until, µs; 0 for a fresh request
+  Output: { code, slot, now, cool }
+    code 0  go: slot is granted (slot <= now)
+    code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot
+    code 2  refused: the wait would exceed ARGV[3]; nothing was reserved
+  A held slot stays valid unless a cooldown set after its reservation ends later than
+  it; a voided slot is replaced by a fresh reservation behind the cooldown. ]]
+local rcall = redis.call
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local max_wait = tonumber(ARGV[3])
+local held = tonumber(ARGV[4])
+local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
+local tat = tonumber(state[1]) or 0
+local cool = tonumber(state[2]) or 0
+
+if held > 0 and held >= cool then
+  if held > now then
+    return { 1, held, now, cool }
+  end
+  return { 0, held, now, cool }
+end
+
+local tau = (burst - 1) * interval
+local slot = math.max(now, tat - tau, cool)
+if slot - now > max_wait then
+  return { 2, slot, now, cool }
+end
+tat = math.max(tat, now, cool + tau) + interval
+rcall('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'cool', string.format('%.0f', cool))
+-- The state means nothing once tat and cool are past: let an idle gate vanish.
+rcall('PEXPIRE', KEYS[1], math.floor((math.max(tat, cool) - now) / 1000) + 1000)
+if slot > now then
+  return { 1, slot, now, cool }
+end
+return { 0, slot, now, cool }

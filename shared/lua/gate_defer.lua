@@ -1,0 +1,21 @@
+--[[ gate_defer: start or extend the cluster-wide cooldown; never shortens one.
+  Every slot handed out afterwards starts at or after the cooldown's end, spaced by the
+  interval (no burst right after a cooldown), and slots reserved earlier that fall
+  inside it are voided when their holders confirm (see gate_acquire).
+  Input:
+    KEYS[1]  gate state hash (tat, cool)
+    ARGV[1]  cooldown length from now, µs (> 0)
+    ARGV[2]  interval, µs (> 0)
+    ARGV[3]  burst (>= 1)
+  Output: { cool, now }  the cooldown's end (possibly an earlier, longer one) and Redis' now, µs ]]
+local rcall = redis.call
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
+local tat = tonumber(state[1]) or 0
+local cool = math.max(tonumber(state[2]) or 0, now + tonumber(ARGV[1]))
+local tau = (tonumber(ARGV[3]) - 1) * tonumber(ARGV[2])
+tat = math.max(tat, cool + tau)
+rcall('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'cool', string.format('%.0f', cool))
+rcall('PEXPIRE', KEYS[1], math.floor((math.max(tat, cool) - now) / 1000) + 1000)
+return { cool, now }

@@ -1,0 +1,388 @@
+//! Configuration: the one place that reads the environment.
+//!
+//! Every variable has a default (see [`crate::policy`]) and is validated at start-up, so a
+//! typo fails the cold start with a message naming the variable instead of failing the
+//! thousandth call. Secret values are never echoed in those messages.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::policy;
+use crate::secret::Secret;
+
+/// A configuration value that cannot be used. Names the variable; never contains a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}: {reason}")]
+pub struct ConfigError {
+    /// The environment variable at fault.
+    pub var: &'static str,
+    /// What is wrong and what is expected.
+    pub reason: String,
+}
+
+fn bad(var: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        reason: reason.into(),
+    }
+}
+
+/// Where the law.go.kr key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OcSource {
+    /// `LAW_API_OC`, given directly.
+    Value(Secret),
+    /// `LAW_API_OC_SECRET_ARN`: fetched from Secrets Manager once per cold start.
+    SecretArn(String),
+}
+
+/// Settings of the law.go.kr client.
+#[derive(Debug, Clone)]
+pub struct LawApiConfig {
+    pub oc: OcSource,
+    pub base_url: Url,
+    pub max_attempts: u32,
+    pub max_response_bytes: u64,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub user_agent: String,
+    pub referer: String,
+}
+
+/// Settings of the shared rate gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateConfig {
+    /// Spacing between call starts across the cluster.
+    pub interval: Duration,
+    /// Calls allowed back to back before spacing applies (>= 1).
+    pub burst: u32,
+    /// Longest wait for a slot before giving up with a clear error.
+    pub max_wait: Duration,
+}
+
+/// How to treat `REDIS_URL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisMode {
+    /// Ask the server (`INFO cluster`) at connect time.
+    Auto,
+    Standalone,
+    Cluster,
+}
+
+/// Settings of the Redis connection.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// One URL, or several comma-separated cluster seed nodes. May carry a password,
+    /// so it is kept as a [`Secret`].
+    pub urls: Vec<Secret>,
+    pub mode: RedisMode,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("nodes", &self.urls.len())
+            .field("mode", &self.mode)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .finish()
+    }
+}
+
+impl RedisConfig {
+    /// A config for one URL with the default timeouts; for tools and tests.
+    pub fn for_url(url: &str) -> Result<Self, ConfigError> {
+        Ok(Self {
+            urls: parse_redis_urls(url)?,
+            mode: RedisMode::Auto,
+            connect_timeout: policy::DEFAULT_REDIS_CONNECT_TIMEOUT,
+            response_timeout: policy::DEFAULT_REDIS_RESPONSE_TIMEOUT,
+        })
+    }
+}
+
+/// Where documents go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentStoreConfig {
+    Bucket(String),
+    Dir(PathBuf),
+}
+
+/// Everything lawsync reads from the environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `APP_ENV`: the Redis key namespace, so that stages never share a gate.
+    pub app_env: String,
+    pub law: LawApiConfig,
+    pub gate: GateConfig,
+    pub redis: RedisConfig,
+    pub search_queue_url: Option<String>,
+    pub detail_queue_url: Option<String>,
+    pub documents: DocumentStoreConfig,
+    pub slack_webhook: Option<SlackSource>,
+    pub retry_max_attempts: u32,
+    pub drain_interval: Duration,
+}
+
+/// Where the Slack webhook comes from. The URL itself is a credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlackSource {
+    Url(Secret),
+    SecretArn(String),
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads configuration through `lookup` (a variable name to its value), so tests and
+    /// tools can pass a map instead of touching the process environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env(&lookup);
+        let oc = match (env.get("LAW_API_OC"), env.get("LAW_API_OC_SECRET_ARN")) {
+            (Some(v), _) => OcSource::Value(parse_oc(&v)?),
+            (None, Some(arn)) => OcSource::SecretArn(parse_arn("LAW_API_OC_SECRET_ARN", &arn)?),
+            (None, None) => {
+                return Err(bad(
+                    "LAW_API_OC",
+                    "missing: set LAW_API_OC to the law.go.kr key, or LAW_API_OC_SECRET_ARN to a Secrets Manager secret holding it",
+                ));
+            }
+        };
+        let law = LawApiConfig {
+            oc,
+            base_url: parse_base_url(
+                env.get("LAW_API_BASE_URL")
+                    .as_deref()
+                    .unwrap_or("https://www.law.go.kr"),
+            )?,
+            max_attempts: env.positive("LAW_API_MAX_ATTEMPTS", policy::DEFAULT_MAX_ATTEMPTS.into())? as u32,
+            max_response_bytes: env
+                .positive("LAW_API_MAX_RESPONSE_BYTES", policy::DEFAULT_MAX_RESPONSE_BYTES)?,
+            connect_timeout: env.millis("LAW_API_CONNECT_TIMEOUT_MS", policy::DEFAULT_CONNECT_TIMEOUT)?,
+            read_timeout: env.millis("LAW_API_READ_TIMEOUT_MS", policy::DEFAULT_READ_TIMEOUT)?,
+            user_agent: env.header("LAW_API_USER_AGENT", policy::DEFAULT_USER_AGENT)?,
+            referer: env.header("LAW_API_REFERER", policy::DEFAULT_REFERER)?,
+        };
+        if law.max_attempts > 10 {
+            return Err(bad(
+                "LAW_API_MAX_ATTEMPTS",
+                "must be at most 10: attempt 10 already backs off 512 s",
+            ));
+        }
+        let burst = env.positive("LAW_API_BURST", policy::DEFAULT_BURST.into())?;
+        let gate = GateConfig {
+            interval: env.millis("LAW_API_REQUEST_INTERVAL_MS", policy::DEFAULT_REQUEST_INTERVAL)?,
+            burst: u32::try_from(burst).map_err(|_| bad("LAW_API_BURST", "must fit in 32 bits"))?,
+            max_wait: env.millis("LAW_API_MAX_WAIT_MS", policy::DEFAULT_MAX_WAIT)?,
+        };
+        let redis = RedisConfig {
+            urls: parse_redis_urls(
+                env.get("REDIS_URL")
+                    .as_deref()
+                    .unwrap_or("redis://127.0.0.1:6379"),
+            )?,
+            mode: match env.get("REDIS_CLUSTER").as_deref().unwrap_or("auto") {
+                "auto" => RedisMode::Auto,
+                "true" | "1" | "yes" => RedisMode::Cluster,
+                "false" | "0" | "no" => RedisMode::Standalone,
+                other => {
+                    return Err(bad(
+                        "REDIS_CLUSTER",
+                        format!("must be auto, true or false, got {other:?}"),
+                    ));
+                }
+            },
+            connect_timeout: env.millis("REDIS_CONNECT_TIMEOUT_MS", policy::DEFAULT_REDIS_CONNECT_TIMEOUT)?,
+            response_timeout: env.millis(
+                "REDIS_RESPONSE_TIMEOUT_MS",
+                policy::DEFAULT_REDIS_RESPONSE_TIMEOUT,
+            )?,
+        };
+        let documents = match (env.get("DOCUMENT_BUCKET"), env.get("DOCUMENT_DIR")) {
+            (Some(b), _) => DocumentStoreConfig::Bucket(parse_bucket(&b)?),
+            (None, dir) => DocumentStoreConfig::Dir(PathBuf::from(dir.as_deref().unwrap_or("documents"))),
+        };
+        let slack_webhook = match (env.get("SLACK_WEBHOOK_URL"), env.get("SLACK_WEBHOOK_SECRET_ARN")) {
+            (Some(u), _) => Some(SlackSource::Url(parse_webhook(&u)?)),
+            (None, Some(arn)) => Some(SlackSource::SecretArn(parse_arn(
+                "SLACK_WEBHOOK_SECRET_ARN",
+                &arn,
+            )?)),
+            (None, None) => None,
+        };
+        Ok(Self {
+            app_env: parse_namespace("APP_ENV", env.get("APP_ENV").as_deref().unwrap_or("local"))?,
+            law,
+            gate,
+            redis,
+            search_queue_url: env
+                .get("SEARCH_QUEUE_URL")
+                .map(|u| parse_plain_url("SEARCH_QUEUE_URL", &u))
+                .transpose()?,
+            detail_queue_url: env
+                .get("DETAIL_QUEUE_URL")
+                .map(|u| parse_plain_url("DETAIL_QUEUE_URL", &u))
+                .transpose()?,
+            documents,
+            slack_webhook,
+            retry_max_attempts: env
+                .positive("RETRY_MAX_ATTEMPTS", policy::DEFAULT_RETRY_MAX_ATTEMPTS.into())?
+                as u32,
+            drain_interval: env.millis("DRAIN_INTERVAL_MS", policy::DEFAULT_DRAIN_INTERVAL)?,
+        })
+    }
+}
+
+/// Environment access with typed, named readers. Empty values count as unset.
+struct Env<'a>(&'a dyn Fn(&str) -> Option<String>);
+
+impl Env<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name).filter(|v| !v.is_empty())
+    }
+
+    fn positive(&self, var: &'static str, default: u64) -> Result<u64, ConfigError> {
+        match self.get(var) {
+            None => Ok(default),
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(0) => Err(bad(var, "must be above 0, got 0")),
+                Ok(n) if n > u32::MAX as u64 * 1000 => Err(bad(var, format!("{n} is implausibly large"))),
+                Ok(n) => Ok(n),
+                Err(_) => Err(bad(var, format!("must be a whole number above 0, got {v:?}"))),
+            },
+        }
+    }
+
+    fn millis(&self, var: &'static str, default: Duration) -> Result<Duration, ConfigError> {
+        self.positive(var, default.as_millis() as u64)
+            .map(Duration::from_millis)
+    }
+
+    fn header(&self, var: &'static str, default: &'static str) -> Result<String, ConfigError> {
+        let v = self.get(var).unwrap_or_else(|| default.to_owned());
+        if v.bytes().any(|b| b.is_ascii_control()) || !v.is_ascii() {
+            return Err(bad(var, "must be printable ASCII (it is sent as an HTTP header)"));
+        }
+        Ok(v)
+    }
+}
+
+fn parse_oc(v: &str) -> Result<Secret, ConfigError> {
+    // The value is never echoed: it is the secret.
+    if v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            "LAW_API_OC",
+            "must not contain whitespace or control characters (value not shown)",
+        ));
+    }
+    Ok(Secret::new(v))
+}
+
+fn parse_base_url(v: &str) -> Result<Url, ConfigError> {
+    let url = Url::parse(v).map_err(|e| bad("LAW_API_BASE_URL", format!("not a URL ({e}): {v:?}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(bad(
+            "LAW_API_BASE_URL",
+            format!("must be an http(s) URL with a host, got {v:?}"),
+        ));
+    }
+    if url.query().is_some() || !url.username().is_empty() || url.password().is_some() {
+        return Err(bad(
+            "LAW_API_BASE_URL",
+            "must not carry a query or credentials; the key goes in LAW_API_OC",
+        ));
+    }
+    Ok(url)
+}
+
+fn parse_plain_url(var: &'static str, v: &str) -> Result<String, ConfigError> {
+    let url = Url::parse(v).map_err(|e| bad(var, format!("not a URL ({e}): {v:?}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad(var, format!("must be an http(s) URL, got {v:?}")));
+    }
+    Ok(v.to_owned())
+}
+
+fn parse_webhook(v: &str) -> Result<Secret, ConfigError> {
+    // A webhook URL is a credential: report the problem, never the value.
+    match Url::parse(v) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(Secret::new(v)),
+        _ => Err(bad(
+            "SLACK_WEBHOOK_URL",
+            "must be an http(s) URL (value not shown)",
+        )),
+    }
+}
+
+fn parse_arn(var: &'static str, v: &str) -> Result<String, ConfigError> {
+    if v.starts_with("arn:") && v.split(':').count() >= 6 {
+        Ok(v.to_owned())
+    } else {
+        Err(bad(
+            var,
+            format!(
+                "must be a Secrets Manager ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME), got {v:?}"
+            ),
+        ))
+    }
+}
+
+fn parse_bucket(v: &str) -> Result<String, ConfigError> {
+    let ok = (3..=63).contains(&v.len())
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(bad(
+            "DOCUMENT_BUCKET",
+            format!("not a valid S3 bucket name: {v:?}"),
+        ))
+    }
+}
+
+/// Parses `REDIS_URL`: one `redis://`/`rediss://` URL, or a comma-separated list of
+/// cluster seed nodes. Never echoes the value, which may hold a password.
+pub fn parse_redis_urls(v: &str) -> Result<Vec<Secret>, ConfigError> {
+    let mut out = Vec::new();
+    for (i, part) in v.split(',').map(str::trim).enumerate() {
+        let url = Url::parse(part).map_err(|e| {
+            bad(
+                "REDIS_URL",
+                format!("entry {} is not a URL ({e}); value not shown", i + 1),
+            )
+        })?;
+        if !matches!(url.scheme(), "redis" | "rediss") || url.host_str().is_none() {
+            return Err(bad(
+                "REDIS_URL",
+                format!("entry {} must be redis://HOST:PORT or rediss://HOST:PORT", i + 1),
+            ));
+        }
+        out.push(Secret::new(part));
+    }
+    Ok(out)
+}
+
+/// Checks a key namespace component (`APP_ENV`, an upstream name): it becomes part of a
+/// Redis hash tag, so braces and spaces are refused.
+pub fn parse_namespace(var: &'static str, v: &str) -> Result<String, ConfigError> {
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(bad(
+            var,
+            format!("must be 1-64 characters of A-Z a-z 0-9 - _ . (it names Redis keys), got {v:?}"),
+        ))
+    }
+}

@@ -1,0 +1,277 @@
+//! The shared rate gate: one interval (and burst) for every instance of every function.
+//!
+//! State lives in one Redis hash per upstream (see [`crate::keys`]); each operation is one
+//! atomic Lua script deciding on Redis' clock, so instances never compare their own clocks.
+//!
+//! ```text
+//!   Redis t(ms):  0        1000      2000      3000
+//!   caller A   :  acquire → go (slot 0)
+//!   caller B   :  acquire → wait, slot 1000 ── sleeps once ── confirm → go
+//!   caller C   :  acquire → wait, slot 2000 ─────────── sleeps once ─────── confirm → go
+//!   defer(5 s) at 1500 → C's slot 2000 lies inside the cooldown: C's confirm returns a
+//!                         new slot 6500 (behind the cooldown) and C sleeps again.
+//! ```
+//!
+//! A waiting caller costs two round trips per grant (reserve, confirm), independent of how
+//! many others wait; the confirmation exists so that a cooldown set while a caller sleeps
+//! also holds that caller back. An uncontended caller costs one.
+
+mod scripts;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::config::GateConfig;
+use crate::deadline::Deadline;
+use crate::keys::Namespace;
+use crate::store::{RedisConn, StoreError};
+
+/// Why a slot was not granted. The upstream must not be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// Redis could not be asked; without a grant there is no call.
+    #[error("rate gate unavailable: {0}; the upstream was not called")]
+    Unavailable(#[from] StoreError),
+    /// The next slot is further away than the caller may wait. Nothing was reserved.
+    #[error("rate gate: next slot in {} ms exceeds the {} ms wait bound{}", .wait.as_millis(), .bound.as_millis(),
+        .cooldown.map(|c| format!(" (cluster cooldown for another {} ms)", c.as_millis())).unwrap_or_default())]
+    WaitTooLong {
+        /// Time from now until the slot that would have been granted.
+        wait: Duration,
+        /// The bound that was exceeded (max wait, or what the deadline left).
+        bound: Duration,
+        /// Remaining cooldown, when one is the cause.
+        cooldown: Option<Duration>,
+    },
+}
+
+impl GateError {
+    /// How long to wait before trying again, when known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            GateError::WaitTooLong { wait, .. } => Some(*wait),
+            GateError::Unavailable(_) => None,
+        }
+    }
+}
+
+/// A granted slot, in µs on Redis' clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// The slot's start; grants are at least one interval apart (beyond the burst).
+    pub slot_us: u64,
+    /// Redis' time when the grant was confirmed (>= slot).
+    pub granted_at_us: u64,
+    /// Time this caller spent waiting.
+    pub waited: Duration,
+    /// Script calls this grant took.
+    pub round_trips: u32,
+}
+
+/// The cooldown in force after [`Gate::defer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cooldown {
+    /// Time left, from Redis' now.
+    pub remaining: Duration,
+    /// The cooldown's end, µs on Redis' clock; no slot starts before it.
+    pub until_us: u64,
+}
+
+/// The gate's state as `lawsync gate status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateStatus {
+    /// Redis' clock, µs.
+    pub now_us: u64,
+    /// Time until a fresh caller would be granted a slot.
+    pub next_slot_in: Duration,
+    /// Remaining cooldown, if any.
+    pub cooldown: Option<Duration>,
+}
+
+/// Counters since this gate was built, for metrics and benchmarks.
+#[derive(Debug, Default)]
+struct Counters {
+    round_trips: AtomicU64,
+    grants: AtomicU64,
+    refusals: AtomicU64,
+    waited_us: AtomicU64,
+}
+
+/// A snapshot of the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GateStats {
+    pub round_trips: u64,
+    pub grants: u64,
+    pub refusals: u64,
+    pub waited: Duration,
+}
+
+/// Guards against a state that would keep a caller looping (clock jumps, a buggy script):
+/// a normal grant takes 2 calls, 3 with one cooldown, so 8 means something is wrong.
+const MAX_CALLS_PER_ACQUIRE: u32 = 8;
+
+/// The rate gate for one upstream. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Gate {
+    conn: RedisConn,
+    key: String,
+    cfg: GateConfig,
+    counters: Counters,
+}
+
+impl Gate {
+    /// A gate for the upstream that `ns` names, over `conn`.
+    pub fn new(conn: RedisConn, ns: &Namespace, cfg: GateConfig) -> Self {
+        Self {
+            conn,
+            key: ns.gate(),
+            cfg,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &GateConfig {
+        &self.cfg
+    }
+
+    /// Waits for a slot, at most `max_wait` and never past `deadline`. On error nothing
+    /// is reserved and the upstream must not be called.
+    #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
+    pub async fn acquire(&self, deadline: Deadline) -> Result<Grant, GateError> {
+        let started = tokio::time::Instant::now();
+        let bound = deadline.cap(self.cfg.max_wait);
+        let mut held: u64 = 0;
+        for call in 1..=MAX_CALLS_PER_ACQUIRE {
+            let spent = started.elapsed();
+            let allowed = bound.saturating_sub(spent);
+            let reply = self.call_acquire(allowed, held).await?;
+            match reply.code {
+                0 => {
+                    let grant = Grant {
+                        slot_us: reply.slot,
+                        granted_at_us: reply.now,
+                        waited: started.elapsed(),
+                        round_trips: call,
+                    };
+                    self.counters.grants.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .waited_us
+                        .fetch_add(grant.waited.as_micros() as u64, Ordering::Relaxed);
+                    let span = tracing::Span::current();
+                    span.record("waited_ms", grant.waited.as_millis() as u64);
+                    span.record("round_trips", call);
+                    return Ok(grant);
+                }
+                1 => {
+                    held = reply.slot;
+                    tokio::time::sleep(Duration::from_micros(reply.slot.saturating_sub(reply.now))).await;
+                }
+                _ => {
+                    self.counters.refusals.fetch_add(1, Ordering::Relaxed);
+                    let cooldown =
+                        (reply.cool > reply.now).then(|| Duration::from_micros(reply.cool - reply.now));
+                    return Err(GateError::WaitTooLong {
+                        wait: Duration::from_micros(reply.slot.saturating_sub(reply.now)),
+                        bound,
+                        cooldown,
+                    });
+                }
+            }
+        }
+        Err(GateError::Unavailable(StoreError::Protocol(
+            "gate did not settle; check the gate's Redis state",
+        )))
+    }
+
+    async fn call_acquire(&self, allowed: Duration, held: u64) -> Result<AcquireReply, StoreError> {
+        self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut conn = self.conn.clone();
+        let v: Vec<i64> = scripts::ACQUIRE
+            .key(&self.key)
+            .arg(micros(self.cfg.interval))
+            .arg(self.cfg.burst)
+            .arg(micros(allowed))
+            .arg(held)
+            .invoke_async(&mut conn)
+            .await?;
+        match v.as_slice() {
+            &[code, slot, now, cool] if (0..=2).contains(&code) => Ok(AcquireReply {
+                code,
+                slot: slot.max(0) as u64,
+                now: now.max(0) as u64,
+                cool: cool.max(0) as u64,
+            }),
+            _ => Err(StoreError::Protocol("gate_acquire reply")),
+        }
+    }
+
+    /// Starts or extends the cluster-wide cooldown to at least `d` from now. Never
+    /// shortens one in force; callers already holding a slot inside it are held back.
+    pub async fn defer(&self, d: Duration) -> Result<Cooldown, GateError> {
+        let mut conn = self.conn.clone();
+        let v: Vec<i64> = scripts::DEFER
+            .key(&self.key)
+            .arg(micros(d).max(1))
+            .arg(micros(self.cfg.interval))
+            .arg(self.cfg.burst)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(StoreError::from)?;
+        match v.as_slice() {
+            &[cool, now] => {
+                let remaining = Duration::from_micros(cool.saturating_sub(now).max(0) as u64);
+                tracing::warn!(
+                    cooldown_ms = remaining.as_millis() as u64,
+                    "rate gate: cluster cooldown set"
+                );
+                Ok(Cooldown {
+                    remaining,
+                    until_us: cool.max(0) as u64,
+                })
+            }
+            _ => Err(StoreError::Protocol("gate_defer reply").into()),
+        }
+    }
+
+    /// The state as seen now on the holder's clock.
+    pub async fn status(&self) -> Result<GateStatus, GateError> {
+        let mut conn = self.conn.clone();
+        let v: Vec<i64> = scripts::STATUS
+            .key(&self.key)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(StoreError::from)?;
+        let &[now, tat, cool] = v.as_slice() else {
+            return Err(StoreError::Protocol("gate_status reply").into());
+        };
+        let tau = micros(self.cfg.interval) as i64 * (i64::from(self.cfg.burst) - 1);
+        let next = (tat - tau).max(cool).saturating_sub(now).max(0);
+        Ok(GateStatus {
+            now_us: now.max(0) as u64,
+            next_slot_in: Duration::from_micros(next as u64),
+            cooldown: (cool > now).then(|| Duration::from_micros((cool - now) as u64)),
+        })
+    }
+
+    /// Counters since this gate was built.
+    pub fn stats(&self) -> GateStats {
+        GateStats {
+            round_trips: self.counters.round_trips.load(Ordering::Relaxed),
+            grants: self.counters.grants.load(Ordering::Relaxed),
+            refusals: self.counters.refusals.load(Ordering::Relaxed),
+            waited: Duration::from_micros(self.counters.waited_us.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+struct AcquireReply {
+    code: i64,
+    slot: u64,
+    now: u64,
+    cool: u64,
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2)
+}

@@ -1,0 +1,245 @@
+//! The law.go.kr DRF client: every call through the gate, retried only where it helps.
+//!
+//! Per attempt: wait for a gate slot → one GET → classify. 429, 5xx and network failures
+//! back off `max(2^attempt s, Retry-After)` plus upward jitter; a 429 also sets the
+//! cluster-wide cooldown, so every instance backs off, not just this one. A wait longer
+//! than the bound is not slept but returned as [`LawError::TryLater`], for the retry queue.
+//! 3xx and 4xx fail at once. Nothing of the URL (which holds the key) or of the reply
+//! body reaches an error, a log line or a span.
+
+mod error;
+mod http;
+mod model;
+mod retry_after;
+
+pub use error::{Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind};
+pub use model::{
+    PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, decode_body, parse_detail,
+    parse_search,
+};
+pub use retry_after::parse_retry_after;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tracing::Instrument;
+
+use crate::config::GateConfig;
+use crate::config::LawApiConfig;
+use crate::deadline::Deadline;
+use crate::gate::Gate;
+use crate::policy::{BACKOFF_BASE, BACKOFF_JITTER_FRACTION, MIN_CALL_WINDOW, RETRY_AFTER_CAP};
+use crate::secret::Secret;
+use http::{Attempt, Transport};
+
+/// The upstream name used in Redis keys and metrics.
+pub const UPSTREAM: &str = "law-go-kr";
+
+/// A law.go.kr client. Build once per process (cold start) and share.
+#[derive(Debug)]
+pub struct LawClient {
+    transport: Transport,
+    oc: Secret,
+    gate: Arc<Gate>,
+    max_attempts: u32,
+    history: Option<Arc<dyn FailureSink>>,
+}
+
+impl LawClient {
+    /// A client with the key already resolved (from the environment or Secrets Manager).
+    pub fn new(cfg: &LawApiConfig, oc: Secret, gate: Arc<Gate>) -> Result<Self, LawError> {
+        if oc.expose().is_empty() {
+            return Err(LawError::InvalidRequest(
+                "the law.go.kr key (LAW_API_OC) is empty".into(),
+            ));
+        }
+        Ok(Self {
+            transport: Transport::new(cfg)?,
+            oc,
+            gate,
+            max_attempts: cfg.max_attempts.max(1),
+            history: None,
+        })
+    }
+
+    /// Sends a sanitized record of every failed call to `sink`.
+    pub fn with_history(mut self, sink: Arc<dyn FailureSink>) -> Self {
+        self.history = Some(sink);
+        self
+    }
+
+    /// The gate this client waits on.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// One page of `lawSearch.do` for `req`.
+    pub async fn search(&self, req: &SearchRequest, deadline: Deadline) -> Result<SearchPage, LawError> {
+        let result = async {
+            let params = req.params()?;
+            let body = self.call(Endpoint::Search, &params, deadline).await?;
+            parse_search(decode_body(&body, &self.oc, "PrecSearch")?)
+        }
+        .await;
+        self.note(Endpoint::Search, result)
+    }
+
+    /// The full record of precedent `id` (`판례일련번호`) from `lawService.do`.
+    pub async fn detail(&self, id: &str, deadline: Deadline) -> Result<PrecedentDetail, LawError> {
+        let result = async {
+            if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(LawError::InvalidRequest(format!(
+                    "precedent id must be 1-20 digits, got {:?}",
+                    truncate(id)
+                )));
+            }
+            let body = self
+                .call(Endpoint::Detail, &[("ID", id.to_owned())], deadline)
+                .await?;
+            parse_detail(decode_body(&body, &self.oc, "PrecService")?)
+        }
+        .await;
+        self.note(Endpoint::Detail, result)
+    }
+
+    fn note<T>(&self, endpoint: Endpoint, result: Result<T, LawError>) -> Result<T, LawError> {
+        if let Err(e) = &result {
+            tracing::warn!(endpoint = endpoint.name(), kind = e.kind(), status = e.status(), attempts = e.attempts(), error = %e, "law.go.kr call failed");
+            if let Some(sink) = &self.history {
+                sink.record(e.record(endpoint));
+            }
+        }
+        result
+    }
+
+    /// The retry loop around single attempts.
+    async fn call(
+        &self,
+        endpoint: Endpoint,
+        params: &[(&'static str, String)],
+        deadline: Deadline,
+    ) -> Result<Vec<u8>, LawError> {
+        let gate_cfg: GateConfig = *self.gate.config();
+        for attempt in 0..self.max_attempts {
+            let attempts = attempt + 1;
+            if !deadline.allows(MIN_CALL_WINDOW) {
+                return Err(LawError::OutOfTime { attempts: attempt });
+            }
+            // The slot must leave room for the call itself before the deadline.
+            let gate_deadline = match deadline.usable() {
+                Some(left) => Deadline::after(left.saturating_sub(MIN_CALL_WINDOW)),
+                None => Deadline::NONE,
+            };
+            self.gate.acquire(gate_deadline).await?;
+            let span = tracing::info_span!(
+                "law.call",
+                endpoint = endpoint.name(),
+                attempt = attempts,
+                status = tracing::field::Empty
+            );
+            let outcome = self
+                .transport
+                .attempt(endpoint, &self.oc, params, deadline)
+                .instrument(span.clone())
+                .await;
+            let (status, retry_after) = match outcome {
+                Attempt::Body(body) => return Ok(body),
+                Attempt::Fatal(e) => return Err(e),
+                Attempt::Status { status, retry_after } => {
+                    span.record("status", status);
+                    if !(status == 429 || (500..=599).contains(&status)) {
+                        return Err(LawError::Http { status, attempts });
+                    }
+                    (Some(status), retry_after)
+                }
+                Attempt::Network(kind) => {
+                    if attempts == self.max_attempts {
+                        return Err(LawError::Network { kind, attempts });
+                    }
+                    (None, None)
+                }
+            };
+            let asked = retry_after.unwrap_or(Duration::ZERO);
+            let backoff = backoff(attempt);
+            let delay = asked.max(backoff) + jitter(backoff);
+            if status == Some(429) {
+                self.gate.defer(delay.min(RETRY_AFTER_CAP)).await?;
+            }
+            if asked > gate_cfg.max_wait {
+                return Err(LawError::TryLater {
+                    wait: asked,
+                    status,
+                    attempts,
+                });
+            }
+            if attempts == self.max_attempts {
+                return Err(LawError::Http {
+                    status: status.unwrap_or(0),
+                    attempts,
+                });
+            }
+            if !deadline.allows(delay + MIN_CALL_WINDOW) {
+                return Err(LawError::TryLater {
+                    wait: delay,
+                    status,
+                    attempts,
+                });
+            }
+            tracing::info!(
+                endpoint = endpoint.name(),
+                attempt = attempts,
+                status,
+                delay_ms = delay.as_millis() as u64,
+                "law.go.kr: backing off"
+            );
+            tokio::time::sleep(delay).await;
+        }
+        Err(LawError::OutOfTime {
+            attempts: self.max_attempts,
+        })
+    }
+}
+
+/// 2^attempt × [`BACKOFF_BASE`], attempt 0-based.
+fn backoff(attempt: u32) -> Duration {
+    BACKOFF_BASE.saturating_mul(1u32 << attempt.min(16))
+}
+
+/// Upward jitter up to [`BACKOFF_JITTER_FRACTION`] of `base`.
+fn jitter(base: Duration) -> Duration {
+    base.mul_f64(rand::rng().random_range(0.0..=BACKOFF_JITTER_FRACTION))
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(24).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn backoff_doubles_from_one_second() {
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(1), Duration::from_secs(2));
+        assert_eq!(backoff(2), Duration::from_secs(4));
+    }
+
+    #[test]
+    fn jitter_is_upward_and_bounded() {
+        for _ in 0..1000 {
+            let j = jitter(Duration::from_secs(4));
+            assert!(j <= Duration::from_millis(800), "{j:?}");
+        }
+    }
+
+    #[test]
+    fn parse_retry_after_is_reexported() {
+        assert_eq!(
+            parse_retry_after("2", SystemTime::now()),
+            Some(Duration::from_secs(2))
+        );
+    }
+}

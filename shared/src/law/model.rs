@@ -1,0 +1,323 @@
+//! law.go.kr's request parameters and replies, typed, tolerant of the API's real quirks.
+//!
+//! The quirks handled here: every number may come as a string; a single search hit comes
+//! as an object instead of an array; zero hits drop the `prec` key; errors come as HTTP 200
+//! with `{"result","msg"}` (key or IP rejected) or `{"Law": ...}` (no such precedent); an
+//! anti-bot HTML page comes as HTTP 200; `판례상세링크` embeds the caller's key.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use super::error::LawError;
+use crate::policy::MAX_DISPLAY;
+use crate::secret::Secret;
+
+/// A search over precedents decided in a date window: the `{"from","to",...}` message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// First decision date, `YYYYMMDD`.
+    pub from: String,
+    /// Last decision date, `YYYYMMDD`, inclusive.
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// 1-based page; 1 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// Hits per page, 1..=100; 100 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<u32>,
+}
+
+/// Longest free-text query accepted; law.go.kr's own search box is far shorter.
+const MAX_QUERY_CHARS: usize = 200;
+
+impl SearchRequest {
+    /// Checks every field and returns the query parameters for `lawSearch.do`
+    /// (`OC`, `target` and `type` are added by the client).
+    pub fn params(&self) -> Result<Vec<(&'static str, String)>, LawError> {
+        let invalid = |m: String| Err(LawError::InvalidRequest(m));
+        check_date("from", &self.from)?;
+        check_date("to", &self.to)?;
+        if self.from > self.to {
+            return invalid(format!("from {} is after to {}", self.from, self.to));
+        }
+        let page = self.page.unwrap_or(1);
+        let display = self.display.unwrap_or(MAX_DISPLAY);
+        if page == 0 {
+            return invalid("page must be 1 or more".into());
+        }
+        if !(1..=MAX_DISPLAY).contains(&display) {
+            return invalid(format!("display must be 1..={MAX_DISPLAY}, got {display}"));
+        }
+        let mut params = vec![
+            ("prncYd", format!("{}~{}", self.from, self.to)),
+            ("page", page.to_string()),
+            ("display", display.to_string()),
+            // Newest first, so the first pages of a window are the freshest decisions.
+            ("sort", "ddes".to_owned()),
+        ];
+        if let Some(q) = self.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            if q.chars().count() > MAX_QUERY_CHARS || q.chars().any(char::is_control) {
+                return invalid(format!(
+                    "query must be at most {MAX_QUERY_CHARS} printable characters"
+                ));
+            }
+            params.push(("query", q.to_owned()));
+        }
+        Ok(params)
+    }
+
+    /// The request for the next page.
+    pub fn next_page(&self) -> Self {
+        Self {
+            page: Some(self.page.unwrap_or(1).saturating_add(1)),
+            ..self.clone()
+        }
+    }
+}
+
+/// Checks a `YYYYMMDD` calendar date.
+pub fn check_date(field: &str, v: &str) -> Result<(), LawError> {
+    let bad = || LawError::InvalidRequest(format!("{field} must be a date as YYYYMMDD, got {v:?}"));
+    if v.len() != 8 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let (y, m, d) = (
+        v[..4].parse::<u32>().map_err(|_| bad())?,
+        v[4..6].parse::<u32>().map_err(|_| bad())?,
+        v[6..].parse::<u32>().map_err(|_| bad())?,
+    );
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(bad()),
+    };
+    if y < 1900 || d == 0 || d > days {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// One hit of a search. Field names are the API's own; `판례상세링크` is not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrecedentSummary {
+    #[serde(rename = "판례일련번호", deserialize_with = "text")]
+    pub id: String,
+    #[serde(rename = "사건명", default, deserialize_with = "opt_text")]
+    pub case_name: Option<String>,
+    #[serde(rename = "사건번호", default, deserialize_with = "opt_text")]
+    pub case_number: Option<String>,
+    /// As sent: `2026.01.29`.
+    #[serde(rename = "선고일자", default, deserialize_with = "opt_text")]
+    pub decided_on: Option<String>,
+    #[serde(rename = "법원명", default, deserialize_with = "opt_text")]
+    pub court_name: Option<String>,
+    #[serde(rename = "법원종류코드", default, deserialize_with = "opt_text")]
+    pub court_type_code: Option<String>,
+    #[serde(rename = "사건종류명", default, deserialize_with = "opt_text")]
+    pub case_type: Option<String>,
+    #[serde(rename = "판결유형", default, deserialize_with = "opt_text")]
+    pub judgment_type: Option<String>,
+    #[serde(rename = "선고", default, deserialize_with = "opt_text")]
+    pub pronouncement: Option<String>,
+    #[serde(rename = "데이터출처명", default, deserialize_with = "opt_text")]
+    pub data_source: Option<String>,
+}
+
+/// One page of search results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchPage {
+    /// Hits in the whole window.
+    pub total: u64,
+    /// This page's number.
+    pub page: u32,
+    pub items: Vec<PrecedentSummary>,
+    /// Hits without a `판례일련번호`: they cannot be fetched, so they are counted, not kept.
+    pub skipped_items: u32,
+}
+
+impl SearchPage {
+    /// True when pages after this one hold more hits, given the page size used.
+    pub fn has_more(&self, display: u32) -> bool {
+        u64::from(self.page) * u64::from(display.max(1)) < self.total
+    }
+}
+
+/// A precedent's full record from `lawService.do`. Body fields keep their HTML (`<br/>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecedentDetail {
+    #[serde(rename = "판례정보일련번호", deserialize_with = "text")]
+    pub id: String,
+    #[serde(rename = "사건명", default, deserialize_with = "opt_text")]
+    pub case_name: Option<String>,
+    #[serde(rename = "사건번호", default, deserialize_with = "opt_text")]
+    pub case_number: Option<String>,
+    /// As sent: `20260312`.
+    #[serde(rename = "선고일자", default, deserialize_with = "opt_text")]
+    pub decided_on: Option<String>,
+    #[serde(rename = "법원명", default, deserialize_with = "opt_text")]
+    pub court_name: Option<String>,
+    #[serde(rename = "판시사항", default, deserialize_with = "opt_text")]
+    pub holdings: Option<String>,
+    #[serde(rename = "판결요지", default, deserialize_with = "opt_text")]
+    pub summary: Option<String>,
+    #[serde(rename = "참조조문", default, deserialize_with = "opt_text")]
+    pub referenced_statutes: Option<String>,
+    #[serde(rename = "참조판례", default, deserialize_with = "opt_text")]
+    pub referenced_precedents: Option<String>,
+    #[serde(rename = "판례내용", default, deserialize_with = "opt_text")]
+    pub full_text: Option<String>,
+    /// Every other field, kept so that nothing the API sends is lost (links removed,
+    /// the key scrubbed).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, Value>,
+}
+
+/// A string field that may arrive as a JSON string or number.
+fn text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        Value::Number(n) => Ok(n.to_string()),
+        _ => Err(serde::de::Error::custom("expected a non-empty string or number")),
+    }
+}
+
+fn opt_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    })
+}
+
+/// A number that may arrive as a string (`"231"`) or a number.
+fn count(v: Option<&Value>, what: &str) -> Result<u64, LawError> {
+    match v {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| malformed(format!("{what} is not a whole number"))),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(0),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| malformed(format!("{what} is not a whole number"))),
+        Some(_) => Err(malformed(format!("{what} is not a number"))),
+    }
+}
+
+fn malformed(what: impl Into<String>) -> LawError {
+    LawError::Malformed { what: what.into() }
+}
+
+/// Turns a 200 body into JSON, recognising the API's error pages first. The returned
+/// value has every `판례상세링크` removed and every occurrence of `oc` replaced by `***`.
+pub fn decode_body(body: &[u8], oc: &Secret, root: &str) -> Result<Value, LawError> {
+    let text = std::str::from_utf8(body).map_err(|_| malformed("body is not UTF-8"))?;
+    let text = text.trim_start_matches('\u{feff}').trim();
+    if text.is_empty() {
+        return Err(LawError::EmptyBody);
+    }
+    if text.starts_with('<') || text.contains("location.assign") {
+        return Err(LawError::HtmlPage);
+    }
+    // serde_json's messages name a position and a category, never the input.
+    let mut value: Value = serde_json::from_str(text).map_err(|e| {
+        malformed(format!(
+            "{} at line {} column {}",
+            category(&e),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let Value::Object(map) = &value else {
+        return Err(malformed("top level is not an object"));
+    };
+    if !map.contains_key(root) {
+        if map.contains_key("result") || map.contains_key("msg") {
+            return Err(LawError::AuthRejected);
+        }
+        if map.contains_key("Law") {
+            return Err(LawError::NotFound);
+        }
+        return Err(malformed(format!("no {root} object")));
+    }
+    sanitize(&mut value, oc);
+    Ok(value)
+}
+
+fn category(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "read error",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "unexpected data",
+        serde_json::error::Category::Eof => "truncated",
+    }
+}
+
+/// The key that carries the caller's OC in every search hit.
+const LINK_FIELD: &str = "판례상세링크";
+
+fn sanitize(v: &mut Value, oc: &Secret) {
+    match v {
+        Value::Object(map) => {
+            map.remove(LINK_FIELD);
+            map.values_mut().for_each(|x| sanitize(x, oc));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| sanitize(x, oc)),
+        Value::String(s) if oc.occurs_in(s) => *s = oc.scrub(s),
+        _ => {}
+    }
+}
+
+/// Reads a decoded `lawSearch.do` reply.
+pub fn parse_search(v: Value) -> Result<SearchPage, LawError> {
+    let Some(Value::Object(mut root)) = v.get("PrecSearch").cloned() else {
+        return Err(malformed("PrecSearch is not an object"));
+    };
+    let total = count(root.get("totalCnt"), "totalCnt")?;
+    let page =
+        u32::try_from(count(root.get("page"), "page")?.max(1)).map_err(|_| malformed("page out of range"))?;
+    let raw = match root.remove("prec") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(one @ Value::Object(_)) => vec![one],
+        Some(_) => return Err(malformed("prec is neither an object nor an array")),
+    };
+    let mut items = Vec::with_capacity(raw.len());
+    let mut skipped_items = 0;
+    for item in raw {
+        match serde_json::from_value::<PrecedentSummary>(item) {
+            Ok(p) => items.push(p),
+            Err(_) => skipped_items += 1,
+        }
+    }
+    Ok(SearchPage {
+        total,
+        page,
+        items,
+        skipped_items,
+    })
+}
+
+/// Reads a decoded `lawService.do` reply.
+pub fn parse_detail(v: Value) -> Result<PrecedentDetail, LawError> {
+    let Some(inner) = v.get("PrecService").cloned() else {
+        return Err(malformed("no PrecService object"));
+    };
+    if !inner.is_object() {
+        return Err(malformed("PrecService is not an object"));
+    }
+    serde_json::from_value(inner).map_err(|e| malformed(format!("PrecService: {}", category(&e))))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,36 @@
+//! lawsync's shared library: what every function (search, detail, drainer) and the
+//! `lawsync` command line stand on.
+//!
+//! It mirrors a strict public API from many concurrent instances without getting the key
+//! banned or leaked: one Redis gate spaces every call across the cluster, a 429 cools the
+//! whole cluster down, and the key (OC) is a type that never prints.
+//!
+//! # Layout
+//! - [`config`]: reads and validates every environment variable, once.
+//! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
+//! - [`secret`]: [`Secret`], the string that formats as `***`.
+//! - [`store`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts.
+//! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
+//! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
+//! - [`deadline`]: [`Deadline`], so nothing starts that cannot finish in the invocation.
+//! - [`law`]: [`LawClient`], the law.go.kr DRF client, its typed replies and errors.
+//!
+//! The Lua scripts live in `shared/lua/`, one per atomic operation, each loaded in
+//! exactly one place.
+
+pub mod config;
+pub mod deadline;
+pub mod gate;
+pub mod keys;
+pub mod law;
+pub mod policy;
+pub mod secret;
+pub mod store;
+
+pub use config::{Config, ConfigError, GateConfig};
+pub use deadline::Deadline;
+pub use gate::{Gate, GateError, Grant};
+pub use keys::Namespace;
+pub use law::{LawClient, LawError};
+pub use secret::Secret;
+pub use store::{RedisConn, StoreError};

@@ -1,0 +1,61 @@
+//! Every policy number of lawsync, named once, with the reason beside it.
+//!
+//! Configuration defaults (see [`crate::config`]) and fixed limits live here so that a
+//! reviewer can audit the whole behaviour envelope on one screen.
+
+use std::time::Duration;
+
+/// law.go.kr documents no limit; about one call per second per key is what keeps a key
+/// from being suspended, so that is the default spacing between call starts.
+pub const DEFAULT_REQUEST_INTERVAL: Duration = Duration::from_millis(1000);
+/// Calls allowed back to back before spacing applies. 1 = strict spacing, as law.go.kr
+/// wants; a 4 req/s API with a short allowance would use interval 250 ms and burst 4.
+pub const DEFAULT_BURST: u32 = 1;
+/// Attempts per call, the first included (the seed's default): enough to ride out a
+/// single 5xx or network blip, few enough that a dead upstream is parked quickly.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Longest a caller will wait for a gate slot or a backoff in-process. Anything longer
+/// goes to the retry queue instead of holding an invocation (and its bill) open.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
+/// Largest reply read; a precedent with full text is well under 1 MiB, so 16 MiB only
+/// stops runaway or hostile bodies before they exhaust a 128 MiB Lambda.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+/// TCP+TLS set-up bound; a healthy law.go.kr answers the handshake in well under 1 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Bound between two reads of the reply; full-text pages can be slow to render upstream.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Since 2026 law.go.kr refuses requests without this Referer.
+pub const DEFAULT_REFERER: &str = "https://www.law.go.kr/";
+/// Some non-browser User-Agents are refused, so a browser-like one is the default.
+pub const DEFAULT_USER_AGENT: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36 lawsync/0.1";
+
+/// A Retry-After above this is treated as absurd and capped: no upstream plausibly means
+/// "come back next year", and an unbounded cooldown would stall the cluster.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(24 * 60 * 60);
+/// Base of the exponential backoff: attempt n (0-based) waits at least 2^n × this.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Upward jitter added to a backoff, as a fraction of it, so that instances that failed
+/// together do not retry together. Never downward: a Retry-After is a floor.
+pub const BACKOFF_JITTER_FRACTION: f64 = 0.2;
+/// Time kept free before an invocation's deadline: enough to report a batch result and
+/// park unfinished work after the last call returns.
+pub const DEADLINE_SAFETY_MARGIN: Duration = Duration::from_millis(500);
+/// Shortest window in which an upstream call is still started; a call needs a connect
+/// and a first read, and one that would be cut off mid-way wastes a rate slot.
+pub const MIN_CALL_WINDOW: Duration = Duration::from_secs(2);
+
+/// Redis connection set-up bound. ElastiCache answers in a few ms inside the VPC; a dead
+/// Redis must fail the call in well under a second, never hang the invocation.
+pub const DEFAULT_REDIS_CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+/// Bound on one Redis reply; every gate script is O(1) and answers in under a millisecond.
+pub const DEFAULT_REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Reconnect attempts after the first: one, so a dropped idle connection heals silently
+/// but a dead Redis is reported after about two connect timeouts.
+pub const REDIS_CONNECT_RETRIES: usize = 1;
+
+/// Failures before a retry-queue entry becomes a dead letter (the seed's 30).
+pub const DEFAULT_RETRY_MAX_ATTEMPTS: u32 = 30;
+/// Fixed delay between the end of one drainer pass and the start of the next (the seed's 10 s).
+pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_secs(10);
+/// law.go.kr's page size ceiling for lawSearch.do.
+pub const MAX_DISPLAY: u32 = 100;

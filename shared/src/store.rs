@@ -1,0 +1,154 @@
+//! The Redis connection: standalone or cluster behind one type, with bounded timeouts.
+//!
+//! Every shared state of lawsync (the gate, and later the retry queue) goes through
+//! [`RedisConn`]. It is cheap to clone (both variants multiplex one connection per node)
+//! and fails fast: a dead Redis is reported in well under a second, because the caller's
+//! alternative — calling the upstream without a grant — is never taken.
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::config::{RedisConfig, RedisMode};
+
+/// A Redis failure, described without the URL (which may carry a password) or any value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("Redis unreachable ({0})")]
+    Unreachable(&'static str),
+    #[error("Redis did not answer in time")]
+    Timeout,
+    #[error("Redis replied with an error ({0})")]
+    Server(String),
+    #[error("Redis replied with an unexpected shape ({0})")]
+    Protocol(&'static str),
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(e: redis::RedisError) -> Self {
+        if e.is_timeout() {
+            StoreError::Timeout
+        } else if e.is_connection_refusal() {
+            StoreError::Unreachable("connection refused")
+        } else if e.is_io_error() || e.is_connection_dropped() {
+            StoreError::Unreachable("connection lost")
+        } else if let Some(code) = e.code() {
+            // Only the error code (ERR, NOSCRIPT, MOVED, CLUSTERDOWN, ...): the detail text of
+            // a script error can quote arguments.
+            StoreError::Server(code.chars().take(32).collect())
+        } else {
+            StoreError::Protocol("unrecognised failure")
+        }
+    }
+}
+
+/// A connection to standalone Redis or to a Redis Cluster (ElastiCache Serverless runs
+/// only in cluster mode). Clone it freely; clones share the underlying connections.
+#[derive(Clone)]
+pub enum RedisConn {
+    Standalone(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for RedisConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RedisConn::Standalone(_) => "RedisConn::Standalone",
+            RedisConn::Cluster(_) => "RedisConn::Cluster",
+        })
+    }
+}
+
+impl RedisConn {
+    /// Connects as `cfg` says. In [`RedisMode::Auto`] one URL is probed with
+    /// `INFO cluster`; several comma-separated URLs always mean a cluster.
+    pub async fn connect(cfg: &RedisConfig) -> Result<Self, StoreError> {
+        let cluster = match cfg.mode {
+            RedisMode::Cluster => true,
+            RedisMode::Standalone => false,
+            RedisMode::Auto if cfg.urls.len() > 1 => true,
+            RedisMode::Auto => {
+                let mut probe = Self::standalone(cfg).await?;
+                if !server_is_cluster(&mut probe).await? {
+                    return Ok(probe);
+                }
+                true
+            }
+        };
+        if cluster {
+            Self::cluster(cfg).await
+        } else {
+            Self::standalone(cfg).await
+        }
+    }
+
+    async fn standalone(cfg: &RedisConfig) -> Result<Self, StoreError> {
+        let url = cfg
+            .urls
+            .first()
+            .ok_or(StoreError::Unreachable("no URL configured"))?;
+        let client =
+            redis::Client::open(url.expose()).map_err(|_| StoreError::Unreachable("invalid REDIS_URL"))?;
+        let manager_cfg = ConnectionManagerConfig::new()
+            .set_number_of_retries(crate::policy::REDIS_CONNECT_RETRIES)
+            .set_min_delay(std::time::Duration::from_millis(20))
+            .set_max_delay(std::time::Duration::from_millis(100))
+            .set_connection_timeout(Some(cfg.connect_timeout))
+            .set_response_timeout(Some(cfg.response_timeout));
+        let manager = ConnectionManager::new_with_config(client, manager_cfg).await?;
+        Ok(RedisConn::Standalone(manager))
+    }
+
+    async fn cluster(cfg: &RedisConfig) -> Result<Self, StoreError> {
+        let nodes: Vec<&str> = cfg.urls.iter().map(|u| u.expose()).collect();
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(cfg.connect_timeout)
+            .response_timeout(cfg.response_timeout)
+            .retries(crate::policy::REDIS_CONNECT_RETRIES as u32)
+            .min_retry_wait(20)
+            .max_retry_wait(100)
+            .build()
+            .map_err(|_| StoreError::Unreachable("invalid REDIS_URL"))?;
+        let conn = client.get_async_connection().await?;
+        Ok(RedisConn::Cluster(conn))
+    }
+
+    /// True for a cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, RedisConn::Cluster(_))
+    }
+}
+
+async fn server_is_cluster(conn: &mut RedisConn) -> Result<bool, StoreError> {
+    let info: String = redis::cmd("INFO").arg("cluster").query_async(conn).await?;
+    Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
+}
+
+impl ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            RedisConn::Standalone(c) => c.req_packed_command(cmd),
+            RedisConn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            RedisConn::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConn::Standalone(c) => c.get_db(),
+            RedisConn::Cluster(c) => c.get_db(),
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! gate-probe: acquires slots from its own process, for the multi-process gate test.
+//!
+//! Usage: `gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT`. Waits for a line on stdin
+//! (so that several probes start together), then prints one granted slot (µs on Redis'
+//! clock) per line.
+
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lawsync::config::{GateConfig, RedisConfig};
+use lawsync::{Deadline, Gate, Namespace, RedisConn};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, env, interval_ms, count] = args.as_slice() else {
+        return Err("usage: gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT".into());
+    };
+    let conn = RedisConn::connect(&RedisConfig::for_url(url)?).await?;
+    let cfg = GateConfig {
+        interval: Duration::from_millis(interval_ms.parse()?),
+        burst: 1,
+        max_wait: Duration::from_secs(30),
+    };
+    let gate = Arc::new(Gate::new(conn, &Namespace::new(env, "law-go-kr")?, cfg));
+    let mut go = String::new();
+    std::io::stdin().lock().read_line(&mut go)?;
+    let tasks: Vec<_> = (0..count.parse::<usize>()?)
+        .map(|_| {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
+        })
+        .collect();
+    let mut out = std::io::stdout().lock();
+    for t in tasks {
+        let grant = t.await??;
+        writeln!(out, "{}", grant.slot_us)?;
+    }
+    Ok(())
+}

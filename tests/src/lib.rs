@@ -1,0 +1,15 @@
+//! Test kit of lawsync: real parts for black-box tests, never mocks of them.
+//!
+//! # Layout
+//! - [`servers`]: the Redis servers started by `scripts/test-redis.sh` (standalone and a
+//!   3-node cluster), a fresh key namespace per test, and connection helpers.
+//! - [`upstream`]: a real HTTP/1.1 server on `127.0.0.1:0` that plays law.go.kr from a
+//!   script of replies, including broken ones, and records what it was sent.
+//! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
+//!   can search the output for the key.
+//!
+//! Binaries: `gate-probe` (acquires slots from another process) and `bench-gate`.
+
+pub mod capture;
+pub mod servers;
+pub mod upstream;

@@ -1,0 +1,75 @@
+//! Where the test Redis servers are, and a namespace of one's own on them.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lawsync::config::{RedisConfig, RedisMode};
+use lawsync::{Namespace, RedisConn};
+
+/// Which server a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topology {
+    Standalone,
+    Cluster,
+}
+
+impl Topology {
+    /// Both, for tests that must hold on either.
+    pub const ALL: [Topology; 2] = [Topology::Standalone, Topology::Cluster];
+
+    /// The URL from the environment `make test` sets; panics with the fix when unset.
+    pub fn url(self) -> String {
+        let var = match self {
+            Topology::Standalone => "LAWSYNC_TEST_REDIS_URL",
+            Topology::Cluster => "LAWSYNC_TEST_CLUSTER_URL",
+        };
+        std::env::var(var).unwrap_or_else(|_| {
+            panic!("{var} is not set: run the tests with `make test`, or start the servers with `scripts/test-redis.sh up` and export what it prints")
+        })
+    }
+
+    /// A connection in the mode this topology needs (auto-detected, as in production).
+    pub async fn connect(self) -> RedisConn {
+        let cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
+        let conn = RedisConn::connect(&cfg).await.expect("test Redis answers");
+        assert_eq!(
+            conn.is_cluster(),
+            self == Topology::Cluster,
+            "mode detection for {self:?}"
+        );
+        conn
+    }
+
+    /// A connection forced into standalone or cluster mode.
+    pub async fn connect_as(self, mode: RedisMode) -> Result<RedisConn, lawsync::StoreError> {
+        let mut cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
+        cfg.mode = mode;
+        RedisConn::connect(&cfg).await
+    }
+}
+
+/// An `APP_ENV` no other test (or test run) uses, so tests never share keys and never
+/// need to flush anything.
+pub fn unique_env(label: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "t-{label}-{}-{}-{}",
+        std::process::id(),
+        nanos % 1_000_000_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A namespace of its own for one test.
+pub fn unique_ns(label: &str) -> Namespace {
+    Namespace::new(&unique_env(label), "law-go-kr").expect("valid namespace")
+}
+
+/// A loopback port nothing listens on (bound, then released).
+pub fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}

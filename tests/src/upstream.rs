@@ -1,0 +1,251 @@
+//! A scripted law.go.kr stand-in: a real HTTP/1.1 server on loopback.
+//!
+//! Each request takes the next [`Reply`] from the script (or the fallback when the script
+//! is empty) and is recorded as a [`Seen`]. Replies can be anything the real upstream
+//! has been seen to send, and worse: error bodies on 200, HTML, no Content-Length,
+//! bodies that never end, headers then silence.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How a reply's body is sent.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// With a Content-Length.
+    Fixed(Vec<u8>),
+    /// Chunked, without a Content-Length.
+    Chunked(Vec<u8>),
+    /// Chunked, `total` bytes of filler, generated as it is sent.
+    Endless { total: u64 },
+    /// A Content-Length header that lies (announces `announced`, sends `actual`).
+    LyingLength { announced: u64, actual: Vec<u8> },
+    /// Headers, then nothing until the client gives up.
+    Stall,
+}
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+    /// Pause before the status line is sent.
+    pub delay: Duration,
+}
+
+impl Reply {
+    /// A 200 JSON reply.
+    pub fn json(body: impl Into<String>) -> Self {
+        Self::status(200)
+            .with_body(Body::Fixed(body.into().into_bytes()))
+            .header("Content-Type", "application/json;charset=UTF-8")
+    }
+
+    /// A reply with `status` and an empty body.
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Body::Fixed(Vec::new()),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn with_body(mut self, body: Body) -> Self {
+        self.body = body;
+        self
+    }
+
+    pub fn text(self, body: impl Into<String>) -> Self {
+        self.with_body(Body::Fixed(body.into().into_bytes()))
+    }
+
+    pub fn delayed(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: Vec<(String, String)>,
+    pub at: Instant,
+}
+
+impl Seen {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    script: VecDeque<Reply>,
+    fallback: Reply,
+    seen: Vec<Seen>,
+}
+
+/// The running server. Dropping it stops accepting.
+#[derive(Debug)]
+pub struct Upstream {
+    pub base_url: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    /// Starts a server that answers `fallback` once `script` is used up.
+    pub async fn start(script: Vec<Reply>, fallback: Reply) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        let addr = listener.local_addr().expect("addr");
+        let state = Arc::new(Mutex::new(State {
+            script: script.into(),
+            fallback,
+            seen: Vec::new(),
+        }));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve(sock, st.clone()));
+            }
+        });
+        Self {
+            base_url: format!("http://{addr}"),
+            state,
+            task,
+        }
+    }
+
+    /// Requests received so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().expect("upstream lock").seen.clone()
+    }
+
+    /// Appends replies to the script.
+    pub fn push(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.lock().expect("upstream lock").script.extend(replies);
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(head) = read_head(&mut sock, &mut buf).await else {
+            return;
+        };
+        let reply = {
+            let mut st = state.lock().expect("upstream lock");
+            st.seen.push(head);
+            st.script.pop_front().unwrap_or_else(|| st.fallback.clone())
+        };
+        if write_reply(&mut sock, reply).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Seen> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            buf.drain(..end + 4);
+            let mut lines = head.split("\r\n");
+            let target = lines.next()?.split(' ').nth(1)?.to_owned();
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .collect();
+            let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+            let query = url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect();
+            return Some(Seen {
+                path: path.to_owned(),
+                query,
+                headers,
+                at: Instant::now(),
+            });
+        }
+        let mut chunk = [0u8; 4096];
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
+    tokio::time::sleep(reply.delay).await;
+    let mut head = format!("HTTP/1.1 {} X\r\n", reply.status);
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    match &reply.body {
+        Body::Fixed(b) => head.push_str(&format!("Content-Length: {}\r\n", b.len())),
+        Body::LyingLength { announced, .. } => head.push_str(&format!("Content-Length: {announced}\r\n")),
+        Body::Chunked(_) | Body::Endless { .. } => head.push_str("Transfer-Encoding: chunked\r\n"),
+        Body::Stall => head.push_str("Content-Length: 100\r\n"),
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).await?;
+    match reply.body {
+        Body::Fixed(b) => sock.write_all(&b).await?,
+        Body::LyingLength { actual, .. } => {
+            sock.write_all(&actual).await?;
+            sock.shutdown().await?;
+            return Err(std::io::Error::other("closed after a short body"));
+        }
+        Body::Chunked(b) => {
+            for part in b.chunks(1000) {
+                sock.write_all(format!("{:x}\r\n", part.len()).as_bytes()).await?;
+                sock.write_all(part).await?;
+                sock.write_all(b"\r\n").await?;
+            }
+            sock.write_all(b"0\r\n\r\n").await?;
+        }
+        Body::Endless { total } => {
+            let block = vec![b'x'; 64 * 1024];
+            let mut sent = 0u64;
+            while sent < total {
+                let n = block.len().min((total - sent) as usize);
+                sock.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+                sock.write_all(&block[..n]).await?;
+                sock.write_all(b"\r\n").await?;
+                sent += n as u64;
+            }
+            sock.write_all(b"0\r\n\r\n").await?;
+        }
+        Body::Stall => {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+        }
+    }
+    sock.flush().await
+}

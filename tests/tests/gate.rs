@@ -1,0 +1,300 @@
+//! The rate gate against real Redis: standalone and a 3-node cluster.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lawsync::config::GateConfig;
+use lawsync::gate::Grant;
+use lawsync::{Deadline, Gate, GateError};
+use lawsync_tests::servers::{Topology, unique_env, unique_ns};
+use tokio::io::AsyncWriteExt;
+
+fn cfg(interval_ms: u64, burst: u32, max_wait_ms: u64) -> GateConfig {
+    GateConfig {
+        interval: Duration::from_millis(interval_ms),
+        burst,
+        max_wait: Duration::from_millis(max_wait_ms),
+    }
+}
+
+fn assert_spaced(mut slots: Vec<u64>, interval: Duration) {
+    slots.sort_unstable();
+    let min_gap = slots
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .min()
+        .expect("two or more slots");
+    assert!(
+        min_gap >= interval.as_micros() as u64,
+        "slots closer than the interval: min gap {min_gap} µs < {} µs",
+        interval.as_micros()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gates_and_many_tasks_share_one_interval() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("spacing");
+        let interval = Duration::from_millis(15);
+        // Two independent gates, each with its own connection, as two instances would have.
+        let gates = [
+            Arc::new(Gate::new(topo.connect().await, &ns, cfg(15, 1, 30_000))),
+            Arc::new(Gate::new(topo.connect().await, &ns, cfg(15, 1, 30_000))),
+        ];
+        let tasks: Vec<_> = (0..24)
+            .map(|i| {
+                let gate = gates[i % 2].clone();
+                tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
+            })
+            .collect();
+        let mut grants: Vec<Grant> = Vec::new();
+        for t in tasks {
+            grants.push(t.await.expect("task").expect("grant"));
+        }
+        assert_spaced(grants.iter().map(|g| g.slot_us).collect(), interval);
+        for g in &grants {
+            assert!(
+                g.granted_at_us >= g.slot_us,
+                "{topo:?}: granted before its slot: {g:?}"
+            );
+            assert!(g.round_trips <= 2, "{topo:?}: more than reserve + confirm: {g:?}");
+        }
+        let total: u64 = gates.iter().map(|g| g.stats().round_trips).sum();
+        assert!(total <= 2 * 24, "{topo:?}: {total} calls for 24 grants");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_processes_and_local_tasks_share_one_interval() {
+    let probe = env!("CARGO_BIN_EXE_gate-probe");
+    for topo in Topology::ALL {
+        let env = unique_env("procs");
+        let ns = lawsync::Namespace::new(&env, "law-go-kr").expect("ns");
+        let mut children = Vec::new();
+        for _ in 0..2 {
+            let child = tokio::process::Command::new(probe)
+                .args([topo.url(), env.clone(), "20".into(), "6".into()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("spawn gate-probe");
+            children.push(child);
+        }
+        // Give both probes time to connect, then release them and the local tasks together.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let gate = Arc::new(Gate::new(topo.connect().await, &ns, cfg(20, 1, 30_000)));
+        for c in &mut children {
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"go\n")
+                .await
+                .expect("release probe");
+        }
+        let local: Vec<_> = (0..6)
+            .map(|_| {
+                let gate = gate.clone();
+                tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
+            })
+            .collect();
+        let mut slots = Vec::new();
+        for t in local {
+            slots.push(t.await.expect("task").expect("grant").slot_us);
+        }
+        for c in children {
+            let out = c.wait_with_output().await.expect("probe output");
+            assert!(
+                out.status.success(),
+                "{topo:?}: probe failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = String::from_utf8(out.stdout).expect("utf8");
+            let got: Vec<u64> = text.lines().map(|l| l.parse().expect("slot")).collect();
+            assert_eq!(got.len(), 6, "{topo:?}: probe printed {text:?}");
+            slots.extend(got);
+        }
+        assert_eq!(slots.len(), 18);
+        assert_spaced(slots, Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn burst_allows_back_to_back_calls_then_spaces() {
+    for topo in Topology::ALL {
+        let gate = Gate::new(topo.connect().await, &unique_ns("burst"), cfg(200, 3, 30_000));
+        let mut grants = Vec::new();
+        for _ in 0..4 {
+            grants.push(gate.acquire(Deadline::NONE).await.expect("grant"));
+        }
+        for g in &grants[..3] {
+            assert_eq!(g.round_trips, 1, "{topo:?}: burst call had to wait: {g:?}");
+        }
+        assert_eq!(
+            grants[3].round_trips, 2,
+            "{topo:?}: 4th call should wait: {:?}",
+            grants[3]
+        );
+        assert!(
+            grants[3].slot_us >= grants[0].slot_us + 200_000,
+            "{topo:?}: {grants:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn defer_never_shortens_a_cooldown() {
+    for topo in Topology::ALL {
+        let gate = Gate::new(topo.connect().await, &unique_ns("defer"), cfg(100, 1, 30_000));
+        let long = gate.defer(Duration::from_secs(20)).await.expect("defer");
+        let short = gate.defer(Duration::from_millis(200)).await.expect("defer");
+        assert_eq!(
+            short.until_us, long.until_us,
+            "{topo:?}: a shorter defer moved the end"
+        );
+        let status = gate.status().await.expect("status");
+        assert!(
+            status.cooldown.is_some_and(|c| c > Duration::from_secs(19)),
+            "{topo:?}: {status:?}"
+        );
+        let longer = gate.defer(Duration::from_secs(40)).await.expect("defer");
+        assert!(
+            longer.until_us > long.until_us,
+            "{topo:?}: a longer defer must extend"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
+    for topo in Topology::ALL {
+        let gate = Arc::new(Gate::new(
+            topo.connect().await,
+            &unique_ns("hold"),
+            cfg(300, 1, 30_000),
+        ));
+        let first = gate.acquire(Deadline::NONE).await.expect("first grant");
+        let sleeper = {
+            let gate = gate.clone();
+            tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
+        };
+        // The sleeper now holds the slot first + 300 ms; a 429 elsewhere sets a cooldown over it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let cooldown = gate.defer(Duration::from_millis(700)).await.expect("defer");
+        let held = sleeper.await.expect("task").expect("grant after cooldown");
+        assert!(
+            cooldown.until_us > first.slot_us + 300_000,
+            "{topo:?}: the cooldown must cover the held slot"
+        );
+        assert!(
+            held.slot_us >= cooldown.until_us && held.granted_at_us >= cooldown.until_us,
+            "{topo:?}: granted inside the cooldown: {held:?}, cooldown until {}",
+            cooldown.until_us
+        );
+        assert_eq!(
+            held.round_trips, 3,
+            "{topo:?}: reserve, voided confirm, confirm: {held:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_wait_over_the_bound_fails_at_once_and_reserves_nothing() {
+    for topo in Topology::ALL {
+        let gate = Gate::new(topo.connect().await, &unique_ns("bound"), cfg(10_000, 1, 1_000));
+        gate.acquire(Deadline::NONE).await.expect("first grant");
+        let before = gate.status().await.expect("status");
+        let err = gate
+            .acquire(Deadline::NONE)
+            .await
+            .expect_err("second must be refused");
+        match err {
+            GateError::WaitTooLong {
+                wait,
+                bound,
+                cooldown,
+            } => {
+                assert!(wait > Duration::from_secs(8), "{topo:?}: wait {wait:?}");
+                assert_eq!(bound, Duration::from_secs(1));
+                assert_eq!(cooldown, None);
+            }
+            other => panic!("{topo:?}: unexpected {other:?}"),
+        }
+        let after = gate.status().await.expect("status");
+        assert!(
+            after.next_slot_in <= before.next_slot_in,
+            "{topo:?}: the refusal reserved a slot: {before:?} -> {after:?}"
+        );
+        let stats = gate.stats();
+        assert_eq!(
+            (stats.round_trips, stats.refusals),
+            (2, 1),
+            "{topo:?}: the refusal must not sleep and retry"
+        );
+        // The caller's own deadline shortens the bound further.
+        let gate = Gate::new(
+            topo.connect().await,
+            &unique_ns("deadline"),
+            cfg(5_000, 1, 30_000),
+        );
+        gate.acquire(Deadline::NONE).await.expect("first grant");
+        let err = gate
+            .acquire(Deadline::after(Duration::from_millis(1_500)))
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(err, GateError::WaitTooLong { bound, .. } if bound <= Duration::from_secs(1)),
+            "{topo:?}: {err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_during_cooldown_names_the_cooldown() {
+    for topo in Topology::ALL {
+        let gate = Gate::new(topo.connect().await, &unique_ns("coolref"), cfg(100, 1, 30_000));
+        gate.defer(Duration::from_secs(60)).await.expect("defer");
+        let err = gate.acquire(Deadline::NONE).await.expect_err("refused");
+        let GateError::WaitTooLong {
+            cooldown: Some(c),
+            wait,
+            ..
+        } = &err
+        else {
+            panic!("{topo:?}: {err:?}")
+        };
+        assert!(*c > Duration::from_secs(59) && *wait >= *c, "{topo:?}: {err:?}");
+        let text = err.to_string();
+        assert!(text.contains("cluster cooldown"), "{text}");
+        assert_eq!(err.retry_after(), Some(*wait));
+    }
+}
+
+#[tokio::test]
+async fn keys_live_in_one_slot_under_the_namespace_tag() {
+    let topo = Topology::Cluster;
+    let ns = unique_ns("slot");
+    let gate = Gate::new(topo.connect().await, &ns, cfg(100, 1, 30_000));
+    gate.acquire(Deadline::NONE).await.expect("grant");
+    let mut conn = topo.connect().await;
+    let slot_of_key: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(ns.gate())
+        .query_async(&mut conn)
+        .await
+        .expect("keyslot");
+    let slot_of_tag: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(ns.tag())
+        .query_async(&mut conn)
+        .await
+        .expect("keyslot");
+    assert_eq!(slot_of_key, slot_of_tag);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(ns.gate())
+        .query_async(&mut conn)
+        .await
+        .expect("pttl");
+    assert!(ttl > 0, "the gate state must expire when idle, PTTL = {ttl}");
+}
