@@ -1,1 +1,158 @@
+use serde_json::json;
 
+use super::*;
+
+fn oc() -> Secret {
+    Secret::new("MYKEY123")
+}
+
+fn decode(v: serde_json::Value, root: &str) -> Result<Value, LawError> {
+    decode_body(v.to_string().as_bytes(), &oc(), root)
+}
+
+#[test]
+fn numbers_as_strings_one_hit_as_object_and_no_prec() {
+    let one = decode(
+        json!({"PrecSearch": {"totalCnt": "1", "page": "1", "prec": {"판례일련번호": "5", "사건명": "a"}}}),
+        "PrecSearch",
+    );
+    let page = parse_search(one.expect("decoded")).expect("parsed");
+    assert_eq!((page.total, page.page, page.items.len()), (1, 1, 1));
+    assert_eq!(page.items[0].case_name.as_deref(), Some("a"));
+
+    let none = parse_search(
+        decode(
+            json!({"PrecSearch": {"totalCnt": "0", "page": "1"}}),
+            "PrecSearch",
+        )
+        .expect("decoded"),
+    );
+    assert_eq!(none.expect("parsed").items, vec![]);
+
+    let numeric = json!({"PrecSearch": {"totalCnt": 250, "page": 3, "prec": [{"판례일련번호": 77}]}});
+    let page = parse_search(decode(numeric, "PrecSearch").expect("decoded")).expect("parsed");
+    assert_eq!((page.total, page.page, page.items[0].id.as_str()), (250, 3, "77"));
+    assert!(
+        page.has_more(100) == false
+            && SearchPage {
+                page: 2,
+                ..page.clone()
+            }
+            .has_more(100)
+    );
+}
+
+#[test]
+fn hits_without_an_id_are_counted_not_kept() {
+    let v = json!({"PrecSearch": {"totalCnt": "3", "page": "1", "prec": [{"판례일련번호": "1"}, {"사건명": "x"}, {"판례일련번호": ""}]}});
+    let page = parse_search(decode(v, "PrecSearch").expect("decoded")).expect("parsed");
+    assert_eq!((page.items.len(), page.skipped_items), (1, 2));
+}
+
+#[test]
+fn bad_counts_are_malformed() {
+    for total in [json!("many"), json!(-1), json!([1]), json!(1.5)] {
+        let v = json!({"PrecSearch": {"totalCnt": total, "page": "1"}});
+        let err = parse_search(decode(v, "PrecSearch").expect("decoded")).expect_err("bad count");
+        assert!(matches!(err, LawError::Malformed { .. }), "{err:?}");
+    }
+    let v = json!({"PrecSearch": {"totalCnt": "1", "prec": "text"}});
+    assert!(parse_search(decode(v, "PrecSearch").expect("decoded")).is_err());
+}
+
+#[test]
+fn the_link_and_every_occurrence_of_the_key_are_removed() {
+    let v = json!({"PrecService": {
+        "판례정보일련번호": "9",
+        "판례상세링크": "/DRF/lawService.do?OC=MYKEY123",
+        "판례내용": "text MYKEY123 text",
+        "nested": [{"판례상세링크": "x", "k": "MYKEY123"}]
+    }});
+    let decoded = decode(v, "PrecService").expect("decoded");
+    let text = decoded.to_string();
+    assert!(
+        !text.contains("MYKEY123") && !text.contains("판례상세링크"),
+        "{text}"
+    );
+    let doc = parse_detail(decoded).expect("parsed");
+    assert_eq!(doc.full_text.as_deref(), Some("text *** text"));
+}
+
+#[test]
+fn error_shapes_on_200_are_recognised() {
+    let cases: [(&[u8], fn(&LawError) -> bool); 9] = [
+        (b"", |e| matches!(e, LawError::EmptyBody)),
+        (b"\xef\xbb\xbf  ", |e| matches!(e, LawError::EmptyBody)),
+        (b"<!DOCTYPE html><html>", |e| matches!(e, LawError::HtmlPage)),
+        (b"<script>location.assign('/')</script>", |e| {
+            matches!(e, LawError::HtmlPage)
+        }),
+        (br#"{"result":"fail","msg":"MYKEY123"}"#, |e| {
+            matches!(e, LawError::AuthRejected)
+        }),
+        (br#"{"Law":"none"}"#, |e| matches!(e, LawError::NotFound)),
+        (
+            br#"{"PrecSearch":"#,
+            |e| matches!(e, LawError::Malformed { what } if what.starts_with("truncated")),
+        ),
+        (b"null", |e| matches!(e, LawError::Malformed { .. })),
+        (b"\xff\xfe", |e| matches!(e, LawError::Malformed { .. })),
+    ];
+    for (body, expected) in cases {
+        let err = decode_body(body, &oc(), "PrecSearch").expect_err("error");
+        assert!(expected(&err), "{:?}: {err:?}", String::from_utf8_lossy(body));
+        assert!(!err.to_string().contains("MYKEY123"));
+    }
+}
+
+#[test]
+fn a_detail_without_an_id_is_malformed() {
+    for inner in [
+        json!({"사건명": "x"}),
+        json!({"판례정보일련번호": null}),
+        json!("text"),
+    ] {
+        let v = json!({"PrecService": inner});
+        let err = parse_detail(decode(v, "PrecService").expect("decoded")).expect_err("no id");
+        assert!(matches!(err, LawError::Malformed { .. }), "{err:?}");
+    }
+}
+
+#[test]
+fn dates_are_real_calendar_days() {
+    for ok in ["20260101", "20240229", "20001231", "19900615"] {
+        assert!(check_date("from", ok).is_ok(), "{ok}");
+    }
+    for bad in [
+        "2026011",
+        "202601011",
+        "2026-01-01",
+        "20230229",
+        "20261301",
+        "20260100",
+        "20260431",
+        "18991231",
+        "２０２６０１０１",
+    ] {
+        assert!(check_date("from", bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn search_messages_are_strict() {
+    let ok: SearchRequest =
+        serde_json::from_str(r#"{"from":"20260101","to":"20260102","query":"x","page":2,"display":50}"#)
+            .expect("valid");
+    assert_eq!(ok.next_page().page, Some(3));
+    assert!(
+        serde_json::from_str::<SearchRequest>(r#"{"from":"20260101","to":"20260102","pgae":2}"#).is_err(),
+        "typo field"
+    );
+    assert!(
+        serde_json::from_str::<SearchRequest>(r#"{"from":"20260101"}"#).is_err(),
+        "missing to"
+    );
+    assert!(
+        serde_json::from_str::<SearchRequest>(r#"{"from":"20260101","to":"20260102","page":-1}"#).is_err()
+    );
+}
