@@ -78,9 +78,12 @@ fn the_link_and_every_occurrence_of_the_key_are_removed() {
     assert_eq!(doc.full_text.as_deref(), Some("text *** text"));
 }
 
+/// A body and the check its error must pass.
+type Case = (&'static [u8], fn(&LawError) -> bool);
+
 #[test]
 fn error_shapes_on_200_are_recognised() {
-    let cases: [(&[u8], fn(&LawError) -> bool); 9] = [
+    let cases: [Case; 9] = [
         (b"", |e| matches!(e, LawError::EmptyBody)),
         (b"\xef\xbb\xbf  ", |e| matches!(e, LawError::EmptyBody)),
         (b"<!DOCTYPE html><html>", |e| matches!(e, LawError::HtmlPage)),
