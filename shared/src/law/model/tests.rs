@@ -32,13 +32,13 @@ fn numbers_as_strings_one_hit_as_object_and_no_prec() {
     let numeric = json!({"PrecSearch": {"totalCnt": 250, "page": 3, "prec": [{"판례일련번호": 77}]}});
     let page = parse_search(decode(numeric, "PrecSearch").expect("decoded")).expect("parsed");
     assert_eq!((page.total, page.page, page.items[0].id.as_str()), (250, 3, "77"));
+    assert!(!page.has_more(100), "page 3 of 100 holds hits 201..300 of 250");
     assert!(
-        page.has_more(100) == false
-            && SearchPage {
-                page: 2,
-                ..page.clone()
-            }
-            .has_more(100)
+        SearchPage {
+            page: 2,
+            ..page.clone()
+        }
+        .has_more(100)
     );
 }
 
