@@ -7,12 +7,14 @@
     ARGV[2]  burst (>= 1)
     ARGV[3]  longest wait the caller accepts, µs (>= 0)
     ARGV[4]  slot reserved earlier and slept until, µs; 0 for a fresh request
+    ARGV[5]  tolerance, µs: how late a holder may confirm and still have its slot
   Output: { code, slot, now, cool }
     code 0  go: slot is granted (slot <= now)
     code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot
     code 2  refused: the wait would exceed ARGV[3]; nothing was reserved
-  A held slot stays valid unless a cooldown set after its reservation ends later than
-  it; a voided slot is replaced by a fresh reservation behind the cooldown. ]]
+  A held slot is lost, and replaced by a fresh reservation at the back of the queue, when
+  a cooldown set after its reservation ends later than it, or when its holder confirms
+  more than ARGV[5] after it (a late start would crowd the next holder's call). ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -20,6 +22,7 @@ local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local max_wait = tonumber(ARGV[3])
 local held = tonumber(ARGV[4])
+local tolerance = tonumber(ARGV[5])
 local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
 local tat = tonumber(state[1]) or 0
 local cool = tonumber(state[2]) or 0
@@ -28,7 +31,9 @@ if held > 0 and held >= cool then
   if held > now then
     return { 1, held, now, cool }
   end
-  return { 0, held, now, cool }
+  if now - held <= tolerance then
+    return { 0, held, now, cool }
+  end
 end
 
 local tau = (burst - 1) * interval

@@ -60,6 +60,20 @@ pub struct GateConfig {
     pub burst: u32,
     /// Longest wait for a slot before giving up with a clear error.
     pub max_wait: Duration,
+    /// How late a caller may start on its slot before it loses it.
+    pub tolerance: Duration,
+}
+
+impl GateConfig {
+    /// A config with the default tolerance.
+    pub fn new(interval: Duration, burst: u32, max_wait: Duration) -> Self {
+        Self {
+            interval,
+            burst,
+            max_wait,
+            tolerance: policy::DEFAULT_GATE_TOLERANCE,
+        }
+    }
 }
 
 /// How to treat `REDIS_URL`.
@@ -181,7 +195,14 @@ impl Config {
             interval: env.millis("LAW_API_REQUEST_INTERVAL_MS", policy::DEFAULT_REQUEST_INTERVAL)?,
             burst: u32::try_from(burst).map_err(|_| bad("LAW_API_BURST", "must fit in 32 bits"))?,
             max_wait: env.millis("LAW_API_MAX_WAIT_MS", policy::DEFAULT_MAX_WAIT)?,
+            tolerance: env.millis("LAW_API_GATE_TOLERANCE_MS", policy::DEFAULT_GATE_TOLERANCE)?,
         };
+        if gate.tolerance >= gate.interval {
+            return Err(bad(
+                "LAW_API_GATE_TOLERANCE_MS",
+                "must be below LAW_API_REQUEST_INTERVAL_MS",
+            ));
+        }
         let redis = RedisConfig {
             urls: parse_redis_urls(
                 env.get("REDIS_URL")

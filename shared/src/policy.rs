@@ -8,6 +8,10 @@ use std::time::Duration;
 /// law.go.kr documents no limit; about one call per second per key is what keeps a key
 /// from being suspended, so that is the default spacing between call starts.
 pub const DEFAULT_REQUEST_INTERVAL: Duration = Duration::from_millis(1000);
+/// How late a caller may start on its reserved slot. Grants are then never closer than
+/// interval − tolerance on Redis' clock; a caller that wakes later (a busy CPU) loses its
+/// slot and queues again rather than crowding the next caller's call.
+pub const DEFAULT_GATE_TOLERANCE: Duration = Duration::from_millis(2);
 /// Calls allowed back to back before spacing applies. 1 = strict spacing, as law.go.kr
 /// wants; a 4 req/s API with a short allowance would use interval 250 ms and burst 4.
 pub const DEFAULT_BURST: u32 = 1;

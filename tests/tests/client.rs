@@ -29,11 +29,7 @@ fn law_config(base: &str, extra: &[(&str, &str)]) -> LawApiConfig {
 }
 
 async fn gate(interval_ms: u64) -> Arc<Gate> {
-    let cfg = GateConfig {
-        interval: Duration::from_millis(interval_ms),
-        burst: 1,
-        max_wait: Duration::from_secs(30),
-    };
+    let cfg = GateConfig::new(Duration::from_millis(interval_ms), 1, Duration::from_secs(30));
     Arc::new(Gate::new(
         Topology::Standalone.connect().await,
         &unique_ns("client"),
@@ -595,11 +591,7 @@ async fn a_dead_redis_means_no_call() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let gate_cfg = GateConfig {
-        interval: Duration::from_millis(5),
-        burst: 1,
-        max_wait: Duration::from_secs(30),
-    };
+    let gate_cfg = GateConfig::new(Duration::from_millis(5), 1, Duration::from_secs(30));
     let gate = Arc::new(Gate::new(
         conn.expect("own Redis up"),
         &unique_ns("dead"),

@@ -11,14 +11,15 @@ use lawsync_tests::servers::{Topology, unique_env, unique_ns};
 use tokio::io::AsyncWriteExt;
 
 fn cfg(interval_ms: u64, burst: u32, max_wait_ms: u64) -> GateConfig {
-    GateConfig {
-        interval: Duration::from_millis(interval_ms),
+    GateConfig::new(
+        Duration::from_millis(interval_ms),
         burst,
-        max_wait: Duration::from_millis(max_wait_ms),
-    }
+        Duration::from_millis(max_wait_ms),
+    )
 }
 
 fn assert_spaced(mut slots: Vec<u64>, interval: Duration) {
+    assert!(slots.len() >= 2);
     slots.sort_unstable();
     let min_gap = slots
         .windows(2)
@@ -53,15 +54,24 @@ async fn two_gates_and_many_tasks_share_one_interval() {
             grants.push(t.await.expect("task").expect("grant"));
         }
         assert_spaced(grants.iter().map(|g| g.slot_us).collect(), interval);
+        // The moments of grant, on Redis' clock, are never closer than interval - tolerance.
+        let tolerance = gates[0].config().tolerance;
+        assert_spaced(
+            grants.iter().map(|g| g.granted_at_us).collect(),
+            interval - tolerance,
+        );
         for g in &grants {
             assert!(
                 g.granted_at_us >= g.slot_us,
                 "{topo:?}: granted before its slot: {g:?}"
             );
-            assert!(g.round_trips <= 2, "{topo:?}: more than reserve + confirm: {g:?}");
+            assert!(
+                g.granted_at_us - g.slot_us <= tolerance.as_micros() as u64,
+                "{topo:?}: granted later than the tolerance: {g:?}"
+            );
+            // No polling: one reservation, one confirmation, one more call per lost slot.
+            assert!(g.round_trips <= 2 + g.reslotted, "{topo:?}: polled: {g:?}");
         }
-        let total: u64 = gates.iter().map(|g| g.stats().round_trips).sum();
-        assert!(total <= 2 * 24, "{topo:?}: {total} calls for 24 grants");
     }
 }
 
@@ -192,8 +202,13 @@ async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
             "{topo:?}: granted inside the cooldown: {held:?}, cooldown until {}",
             cooldown.until_us
         );
+        assert!(
+            held.reslotted >= 1,
+            "{topo:?}: the held slot was not voided: {held:?}"
+        );
         assert_eq!(
-            held.round_trips, 3,
+            held.round_trips,
+            2 + held.reslotted,
             "{topo:?}: reserve, voided confirm, confirm: {held:?}"
         );
     }

@@ -14,7 +14,9 @@
 //!
 //! A waiting caller costs two round trips per grant (reserve, confirm), independent of how
 //! many others wait; the confirmation exists so that a cooldown set while a caller sleeps
-//! also holds that caller back. An uncontended caller costs one.
+//! also holds that caller back, and so that a caller that wakes later than the tolerance
+//! (a busy CPU) queues again instead of crowding the next call. An uncontended caller
+//! costs one.
 
 mod scripts;
 
@@ -64,8 +66,12 @@ pub struct Grant {
     pub granted_at_us: u64,
     /// Time this caller spent waiting.
     pub waited: Duration,
-    /// Script calls this grant took.
+    /// Script calls this grant took: 1 when granted at once, 2 after one wait, plus one
+    /// per slot lost ([`Grant::reslotted`]).
     pub round_trips: u32,
+    /// Slots this caller held and lost before the grant: to a cooldown set while it slept,
+    /// or by confirming later than the tolerance.
+    pub reslotted: u32,
 }
 
 /// The cooldown in force after [`Gate::defer`].
@@ -107,8 +113,8 @@ pub struct GateStats {
 }
 
 /// Guards against a state that would keep a caller looping (clock jumps, a buggy script):
-/// a normal grant takes 2 calls, 3 with one cooldown, so 8 means something is wrong.
-const MAX_CALLS_PER_ACQUIRE: u32 = 8;
+/// a normal grant takes 2 calls, one more per lost slot, so 16 means something is wrong.
+const MAX_CALLS_PER_ACQUIRE: u32 = 16;
 
 /// The rate gate for one upstream. Cheap to share behind an `Arc`.
 #[derive(Debug)]
@@ -142,10 +148,15 @@ impl Gate {
         let started = tokio::time::Instant::now();
         let bound = deadline.cap(self.cfg.max_wait);
         let mut held: u64 = 0;
+        let mut reslotted = 0;
         for call in 1..=MAX_CALLS_PER_ACQUIRE {
             let spent = started.elapsed();
             let allowed = bound.saturating_sub(spent);
             let reply = self.call_acquire(allowed, held).await?;
+            // Redis read its clock before it replied, so counting the wait from the reply
+            // never wakes before the slot (which would cost a round trip); it wakes at most
+            // one round trip late, well inside the tolerance.
+            let anchor = tokio::time::Instant::now();
             match reply.code {
                 0 => {
                     let grant = Grant {
@@ -153,6 +164,7 @@ impl Gate {
                         granted_at_us: reply.now,
                         waited: started.elapsed(),
                         round_trips: call,
+                        reslotted,
                     };
                     self.counters.grants.fetch_add(1, Ordering::Relaxed);
                     self.counters
@@ -164,8 +176,12 @@ impl Gate {
                     return Ok(grant);
                 }
                 1 => {
+                    if held != 0 && held != reply.slot {
+                        reslotted += 1;
+                    }
                     held = reply.slot;
-                    tokio::time::sleep(Duration::from_micros(reply.slot.saturating_sub(reply.now))).await;
+                    let wait = Duration::from_micros(reply.slot.saturating_sub(reply.now));
+                    sleep_precisely_until(anchor + wait).await;
                 }
                 _ => {
                     self.counters.refusals.fetch_add(1, Ordering::Relaxed);
@@ -193,6 +209,7 @@ impl Gate {
             .arg(self.cfg.burst)
             .arg(micros(allowed))
             .arg(held)
+            .arg(micros(self.cfg.tolerance))
             .invoke_async(&mut conn)
             .await?;
         match v.as_slice() {
@@ -264,6 +281,21 @@ impl Gate {
         }
     }
 }
+
+/// tokio's timer fires on millisecond ticks, typically 1-2 ms after the deadline: enough
+/// to lose a slot against a 2 ms tolerance. So sleep on the timer to just short of the
+/// slot, then yield until it: at most [`SPIN_LEAD`] of polling per grant.
+async fn sleep_precisely_until(target: tokio::time::Instant) {
+    if let Some(coarse) = target.checked_sub(SPIN_LEAD) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    while tokio::time::Instant::now() < target {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// How long before its slot a waiter stops trusting the timer and yields instead.
+const SPIN_LEAD: Duration = Duration::from_micros(2500);
 
 struct AcquireReply {
     code: i64,

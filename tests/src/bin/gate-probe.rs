@@ -18,11 +18,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT".into());
     };
     let conn = RedisConn::connect(&RedisConfig::for_url(url)?).await?;
-    let cfg = GateConfig {
-        interval: Duration::from_millis(interval_ms.parse()?),
-        burst: 1,
-        max_wait: Duration::from_secs(30),
-    };
+    let cfg = GateConfig::new(
+        Duration::from_millis(interval_ms.parse()?),
+        1,
+        Duration::from_secs(30),
+    );
     let gate = Arc::new(Gate::new(conn, &Namespace::new(env, "law-go-kr")?, cfg));
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go)?;
