@@ -12,6 +12,7 @@
     code 0  go: slot is granted (slot <= now)
     code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot
     code 2  refused: the wait would exceed ARGV[3]; nothing was reserved
+  Errors: CORRUPT when tat or cool is not a number (nothing is granted)
   A held slot is lost, and replaced by a fresh reservation at the back of the queue, when
   a cooldown set after its reservation ends later than it, or when its holder confirms
   more than ARGV[5] after it (a late start would crowd the next holder's call). ]]
@@ -24,8 +25,11 @@ local max_wait = tonumber(ARGV[3])
 local held = tonumber(ARGV[4])
 local tolerance = tonumber(ARGV[5])
 local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
-local tat = tonumber(state[1]) or 0
-local cool = tonumber(state[2]) or 0
+local tat, cool = tonumber(state[1]), tonumber(state[2])
+if (state[1] and not tat) or (state[2] and not cool) then
+  return redis.error_reply('CORRUPT gate state in ' .. KEYS[1] .. ': tat and cool must be numbers')
+end
+tat, cool = tat or 0, cool or 0
 
 if held > 0 and held >= cool then
   if held > now then

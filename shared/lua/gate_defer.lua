@@ -7,13 +7,18 @@
     ARGV[1]  cooldown length from now, µs (> 0)
     ARGV[2]  interval, µs (> 0)
     ARGV[3]  burst (>= 1)
-  Output: { cool, now }  the cooldown's end (possibly an earlier, longer one) and Redis' now, µs ]]
+  Output: { cool, now }  the cooldown's end (possibly an earlier, longer one) and Redis' now, µs
+  Errors: CORRUPT when tat or cool is not a number ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
-local tat = tonumber(state[1]) or 0
-local cool = math.max(tonumber(state[2]) or 0, now + tonumber(ARGV[1]))
+local tat, cool = tonumber(state[1]), tonumber(state[2])
+if (state[1] and not tat) or (state[2] and not cool) then
+  return redis.error_reply('CORRUPT gate state in ' .. KEYS[1] .. ': tat and cool must be numbers')
+end
+tat = tat or 0
+cool = math.max(cool or 0, now + tonumber(ARGV[1]))
 local tau = (tonumber(ARGV[3]) - 1) * tonumber(ARGV[2])
 tat = math.max(tat, cool + tau)
 rcall('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'cool', string.format('%.0f', cool))

@@ -23,6 +23,13 @@ pub enum StoreError {
     Server(String),
     #[error("Redis replied with an unexpected shape ({0})")]
     Protocol(&'static str),
+    /// A lawsync key holds something its scripts cannot read. The text is the script's own
+    /// (it names the key); deleting the key resets that state.
+    #[error("Redis state is corrupt: {0}; delete the key to reset it")]
+    Corrupt(String),
+    /// `REDIS_CLUSTER=auto` could not tell the server's mode.
+    #[error("could not tell whether Redis runs in cluster mode ({0}); set REDIS_CLUSTER=true or false")]
+    ModeUnknown(String),
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -33,6 +40,15 @@ impl From<redis::RedisError> for StoreError {
             StoreError::Unreachable("connection refused")
         } else if e.is_io_error() || e.is_connection_dropped() {
             StoreError::Unreachable("connection lost")
+        } else if e.code() == Some("CORRUPT") {
+            // Our scripts' own message: a key name and a field list, nothing else.
+            StoreError::Corrupt(
+                e.detail()
+                    .unwrap_or("unreadable state")
+                    .chars()
+                    .take(200)
+                    .collect(),
+            )
         } else if let Some(code) = e.code() {
             // Only the error code (ERR, NOSCRIPT, MOVED, CLUSTERDOWN, ...): the detail text of
             // a script error can quote arguments.
@@ -121,7 +137,16 @@ impl RedisConn {
 }
 
 async fn server_is_cluster(conn: &mut RedisConn) -> Result<bool, StoreError> {
-    let info: String = redis::cmd("INFO").arg("cluster").query_async(conn).await?;
+    let info: String = match redis::cmd("INFO").arg("cluster").query_async(conn).await {
+        Ok(info) => info,
+        Err(e) if e.code().is_some() => {
+            return Err(StoreError::ModeUnknown(format!(
+                "INFO refused: {}",
+                e.code().unwrap_or("?")
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
 }
 
