@@ -31,6 +31,58 @@ impl Namespace {
     pub fn gate(&self) -> String {
         format!("{}:gate", self.tag)
     }
+
+    /// The retry queue's keys.
+    pub fn queue(&self) -> QueueKeys {
+        let k = |name: &str| format!("{}:q:{name}", self.tag);
+        QueueKeys {
+            jobs: k("jobs"),
+            first: k("first"),
+            count: k("count"),
+            errors: k("errors"),
+            waiting: k("waiting"),
+            ready: k("ready"),
+            leased: k("leased"),
+            lease: k("lease"),
+            dead: k("dead"),
+            seq: k("seq"),
+        }
+    }
+
+    /// The capped stream of sanitized failure records (the seed's `job_run_errors`).
+    pub fn history(&self) -> String {
+        format!("{}:history", self.tag)
+    }
+
+    /// The drainer's single-runner lock.
+    pub fn drainer_lock(&self) -> String {
+        format!("{}:drainer:lock", self.tag)
+    }
+}
+
+/// Every key of the retry queue. One entry lives in several of them, by job id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueKeys {
+    /// Hash: id → job JSON (`{"type","payload"}`), written once at enqueue.
+    pub jobs: String,
+    /// Sorted set: live ids by first failure (ms); gives oldest-first order and age.
+    pub first: String,
+    /// Hash: id → retryCount.
+    pub count: String,
+    /// Hash: id → sanitized error history (JSON array, newest last).
+    pub errors: String,
+    /// Sorted set: ids not yet due, by due time (ms).
+    pub waiting: String,
+    /// Sorted set: due ids, by first failure (ms).
+    pub ready: String,
+    /// Sorted set: leased ids, by lease deadline (ms).
+    pub leased: String,
+    /// Hash: id → current lease token.
+    pub lease: String,
+    /// Sorted set: dead letters, by the time they died (ms).
+    pub dead: String,
+    /// Counter for lease tokens.
+    pub seq: String,
 }
 
 #[cfg(test)]

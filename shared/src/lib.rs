@@ -6,24 +6,34 @@
 //! whole cluster down, and the key (OC) is a type that never prints.
 //!
 //! # Layout
+//! - [`alert`]: dead-letter alerts: the [`AlertSink`](alert::AlertSink) trait and a Slack webhook.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
 //! - [`store`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts.
 //! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
 //! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
+//! - [`drainer`]: [`Drainer`](drainer::Drainer), passes over the retry queue under the single-runner lock.
 //! - [`deadline`]: [`Deadline`], so nothing starts that cannot finish in the invocation.
+//! - [`history`]: [`RedisHistory`](history::RedisHistory), the capped stream of sanitized failures.
 //! - [`law`]: [`LawClient`], the law.go.kr DRF client, its typed replies and errors.
+//! - [`lock`]: [`RunnerLock`](lock::RunnerLock), the single-runner lock (token-checked release).
+//! - [`queue`]: [`RetryQueue`](queue::RetryQueue), failed work parked in Redis with leases and dead letters.
 //!
 //! The Lua scripts live in `shared/lua/`, one per atomic operation, each loaded in
 //! exactly one place.
 
+pub mod alert;
 pub mod config;
 pub mod deadline;
+pub mod drainer;
 pub mod gate;
+pub mod history;
 pub mod keys;
 pub mod law;
+pub mod lock;
 pub mod policy;
+pub mod queue;
 pub mod secret;
 pub mod store;
 

@@ -63,3 +63,26 @@ pub const DEFAULT_RETRY_MAX_ATTEMPTS: u32 = 30;
 pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_secs(10);
 /// law.go.kr's page size ceiling for lawSearch.do.
 pub const MAX_DISPLAY: u32 = 100;
+
+/// First retry of a parked job: one drain interval, so a blip is retried on the next pass.
+pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(10);
+/// Longest gap between two retries of one job. With the base doubling per failure, 30
+/// failures span about 21 hours: long enough to outlast a day-long upstream outage
+/// before anything is dead-lettered.
+pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60 * 60);
+/// Sanitized errors kept per retry entry (newest last), so a dead letter shows its story.
+pub const ERROR_HISTORY_LEN: usize = 10;
+/// Entries kept in the run-history stream (approximate trim): days of failures at the
+/// rate one key allows, a few MB of Redis.
+pub const HISTORY_STREAM_MAXLEN: usize = 10_000;
+/// Most entries one claim moves between sets (expired leases, newly due); bounds the
+/// script's run time however large the backlog, since Redis runs scripts one at a time.
+pub const CLAIM_MOVE_LIMIT: usize = 1_000;
+/// Most entries leased in one claim.
+pub const MAX_CLAIM_BATCH: usize = 100;
+/// Lease kept beyond the holder's own deadline, so a slow ack is not mistaken for a death.
+pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// Lease when the holder has no deadline (the CLI).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
+/// Bound on one alert delivery: an alert is not worth holding a drainer pass.
+pub const ALERT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -27,6 +27,9 @@ pub enum StoreError {
     /// (it names the key); deleting the key resets that state.
     #[error("Redis state is corrupt: {0}; delete the key to reset it")]
     Corrupt(String),
+    /// A value refused before it reached Redis.
+    #[error("refused: {0}")]
+    Invalid(String),
     /// `REDIS_CLUSTER=auto` could not tell the server's mode.
     #[error("could not tell whether Redis runs in cluster mode ({0}); set REDIS_CLUSTER=true or false")]
     ModeUnknown(String),

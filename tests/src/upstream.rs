@@ -78,9 +78,12 @@ impl Reply {
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub method: String,
     pub path: String,
     pub query: Vec<(String, String)>,
     pub headers: Vec<(String, String)>,
+    /// The request body (read by Content-Length), as text.
+    pub body: String,
     pub at: Instant,
 }
 
@@ -172,34 +175,55 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
 }
 
 async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Seen> {
-    loop {
+    let end = loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            buf.drain(..end + 4);
-            let mut lines = head.split("\r\n");
-            let target = lines.next()?.split(' ').nth(1)?.to_owned();
-            let headers = lines
-                .filter_map(|l| l.split_once(':'))
-                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                .collect();
-            let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-            let query = url::form_urlencoded::parse(query.as_bytes())
-                .into_owned()
-                .collect();
-            return Some(Seen {
-                path: path.to_owned(),
-                query,
-                headers,
-                at: Instant::now(),
-            });
+            break end;
         }
-        let mut chunk = [0u8; 4096];
-        let n = sock.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+        fill(sock, buf).await?;
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    buf.drain(..end + 4);
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let method = request_line.next()?.to_owned();
+    let target = request_line.next()?.to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    while buf.len() < length {
+        fill(sock, buf).await?;
     }
+    let body = String::from_utf8_lossy(&buf[..length]).into_owned();
+    buf.drain(..length);
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let query = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    Some(Seen {
+        method,
+        path: path.to_owned(),
+        query,
+        headers,
+        body,
+        at: Instant::now(),
+    })
+}
+
+/// Reads what the socket has into `buf`; `None` at end of stream.
+async fn fill(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 4096];
+    let n = sock.read(&mut chunk).await.ok()?;
+    if n == 0 {
+        return None;
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Some(())
 }
 
 async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {

@@ -475,9 +475,12 @@ async fn not_found_is_permanent_and_the_history_is_sanitized() {
     let _ = client.detail("78", Deadline::NONE).await.expect_err("503");
     let records = history.snapshot();
     assert_eq!(records.len(), 2);
-    assert_eq!((records[0].kind, records[0].permanent), ("not_found", true));
     assert_eq!(
-        (records[1].kind, records[1].status, records[1].attempts),
+        (records[0].kind.as_str(), records[0].permanent),
+        ("not_found", true)
+    );
+    assert_eq!(
+        (records[1].kind.as_str(), records[1].status, records[1].attempts),
         ("http_status", Some(503), 1)
     );
     let json = serde_json::to_string(&records).expect("json");

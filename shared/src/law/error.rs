@@ -6,12 +6,12 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::gate::GateError;
 
 /// Which endpoint a call went to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Endpoint {
     /// `lawSearch.do`
@@ -159,7 +159,7 @@ impl LawError {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
             endpoint,
-            kind: self.kind(),
+            kind: self.kind().to_owned(),
             status: self.status(),
             attempts: self.attempts(),
             retry_after_ms: match self.disposition() {
@@ -179,13 +179,13 @@ fn is_permanent_status(status: u16) -> bool {
 }
 
 /// One failed call, sanitized: safe to log, store and send in an alert.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailureRecord {
     /// Epoch milliseconds when the call gave up.
     pub at_ms: u64,
     pub endpoint: Endpoint,
     /// [`LawError::kind`].
-    pub kind: &'static str,
+    pub kind: String,
     pub status: Option<u16>,
     pub attempts: u32,
     pub retry_after_ms: Option<u64>,
@@ -194,11 +194,14 @@ pub struct FailureRecord {
     pub message: String,
 }
 
-/// Where failure records go. The retry queue's Redis stream implements it later; tests
-/// and the CLI use [`MemoryHistory`].
+/// A boxed future, so that sinks can be trait objects.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Where failure records go: [`crate::history::RedisHistory`] (a capped Redis stream) in
+/// the functions, [`MemoryHistory`] in tests.
 pub trait FailureSink: Send + Sync + std::fmt::Debug {
-    /// Takes one record. Must not fail the call it describes.
-    fn record(&self, record: FailureRecord);
+    /// Takes one record. Must not fail the call it describes: a sink logs its own errors.
+    fn record(&self, record: FailureRecord) -> BoxFuture<'_, ()>;
 }
 
 /// A capped in-memory history, newest last.
@@ -221,12 +224,13 @@ impl MemoryHistory {
 }
 
 impl FailureSink for MemoryHistory {
-    fn record(&self, record: FailureRecord) {
+    fn record(&self, record: FailureRecord) -> BoxFuture<'_, ()> {
         if let Ok(mut r) = self.records.lock() {
             if r.len() == Self::CAPACITY {
                 r.pop_front();
             }
             r.push_back(record);
         }
+        Box::pin(std::future::ready(()))
     }
 }

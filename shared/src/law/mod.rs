@@ -12,7 +12,9 @@ mod http;
 mod model;
 mod retry_after;
 
-pub use error::{Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind};
+pub use error::{
+    BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind,
+};
 pub use model::{
     PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, decode_body, parse_detail,
     parse_search,
@@ -82,7 +84,7 @@ impl LawClient {
             parse_search(decode_body(&body, &self.oc, "PrecSearch")?)
         }
         .await;
-        self.note(Endpoint::Search, result)
+        self.note(Endpoint::Search, result).await
     }
 
     /// The full record of precedent `id` (`판례일련번호`) from `lawService.do`.
@@ -100,14 +102,14 @@ impl LawClient {
             parse_detail(decode_body(&body, &self.oc, "PrecService")?)
         }
         .await;
-        self.note(Endpoint::Detail, result)
+        self.note(Endpoint::Detail, result).await
     }
 
-    fn note<T>(&self, endpoint: Endpoint, result: Result<T, LawError>) -> Result<T, LawError> {
+    async fn note<T>(&self, endpoint: Endpoint, result: Result<T, LawError>) -> Result<T, LawError> {
         if let Err(e) = &result {
             tracing::warn!(endpoint = endpoint.name(), kind = e.kind(), status = e.status(), attempts = e.attempts(), error = %e, "law.go.kr call failed");
             if let Some(sink) = &self.history {
-                sink.record(e.record(endpoint));
+                sink.record(e.record(endpoint)).await;
             }
         }
         result

@@ -1,0 +1,55 @@
+--[[ queue_claim: lease up to k due jobs, oldest first failure first. O(log N) per job moved.
+  Expired leases (a drainer that died) come back first, then due jobs are promoted from
+  waiting to ready (ordered by first failure), then k are leased with fresh tokens.
+  Input:
+    KEYS[1] waiting (zset by due)   KEYS[2] ready (zset by first failure)
+    KEYS[3] leased (zset by lease deadline)   KEYS[4] first (zset by first failure)
+    KEYS[5] lease (hash id -> token)   KEYS[6] jobs   KEYS[7] count   KEYS[8] errors
+    KEYS[9] seq (string counter for lease tokens)
+    ARGV[1] k (>= 1)   ARGV[2] lease length, ms   ARGV[3] most jobs moved per step
+  Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... } ]]
+local rcall = redis.call
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local k = tonumber(ARGV[1])
+local limit = tonumber(ARGV[3])
+
+local function to_ready(id)
+  local first = rcall('ZSCORE', KEYS[4], id)
+  if first then
+    rcall('ZADD', KEYS[2], first, id)
+  end
+end
+
+local expired = rcall('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  rcall('ZREM', KEYS[3], id)
+  rcall('HDEL', KEYS[5], id)
+  to_ready(id)
+end
+local due = rcall('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(due) do
+  rcall('ZREM', KEYS[1], id)
+  to_ready(id)
+end
+
+local out = { now, #expired, #due }
+local picked = rcall('ZRANGE', KEYS[2], 0, k - 1, 'WITHSCORES')
+for i = 1, #picked, 2 do
+  local id, first = picked[i], picked[i + 1]
+  rcall('ZREM', KEYS[2], id)
+  local job = rcall('HGET', KEYS[6], id)
+  if job then
+    local token = rcall('INCR', KEYS[9])
+    rcall('ZADD', KEYS[3], now + tonumber(ARGV[2]), id)
+    rcall('HSET', KEYS[5], id, token)
+    local n = #out
+    out[n + 1] = id
+    out[n + 2] = token
+    out[n + 3] = job
+    out[n + 4] = rcall('HGET', KEYS[7], id) or '0'
+    out[n + 5] = first
+    out[n + 6] = rcall('HGET', KEYS[8], id) or '[]'
+  end
+end
+return out

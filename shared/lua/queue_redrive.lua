@@ -1,0 +1,24 @@
+--[[ queue_redrive: put dead letters back as fresh entries, due now, retryCount 0.
+  Input:
+    KEYS[1] dead  KEYS[2] first  KEYS[3] waiting  KEYS[4] count  KEYS[5] jobs
+    ARGV[1] id, or '' for the oldest dead letters   ARGV[2] most to redrive
+  Output: number of entries redriven (0 when the id is not a dead letter) ]]
+local rcall = redis.call
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids
+if ARGV[1] ~= '' then
+  ids = { ARGV[1] }
+else
+  ids = rcall('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if rcall('ZREM', KEYS[1], id) == 1 and rcall('HEXISTS', KEYS[5], id) == 1 then
+    rcall('HSET', KEYS[4], id, 0)
+    rcall('ZADD', KEYS[2], now, id)
+    rcall('ZADD', KEYS[3], now, id)
+    n = n + 1
+  end
+end
+return n

@@ -1,0 +1,42 @@
+--[[ queue_settle: end a lease — ack (done), retry later, dead-letter, or release unworked.
+  Only the holder of the current lease token may settle; a drainer whose lease expired
+  and was re-leased to another gets 0 and must drop the job.
+  Input:
+    KEYS[1] leased  KEYS[2] lease  KEYS[3] jobs  KEYS[4] count  KEYS[5] errors
+    KEYS[6] first   KEYS[7] waiting  KEYS[8] ready  KEYS[9] dead
+    ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release
+    ARGV[4] retryCount after this outcome (retry, dead)
+    ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry)
+  Output: 1 settled; 0 the token is not the current lease (nothing changed) ]]
+local rcall = redis.call
+local id, action = ARGV[1], ARGV[3]
+if rcall('HGET', KEYS[2], id) ~= ARGV[2] then
+  return 0
+end
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+rcall('ZREM', KEYS[1], id)
+rcall('HDEL', KEYS[2], id)
+if action == 'ack' then
+  rcall('HDEL', KEYS[3], id)
+  rcall('HDEL', KEYS[4], id)
+  rcall('HDEL', KEYS[5], id)
+  rcall('ZREM', KEYS[6], id)
+elseif action == 'retry' then
+  rcall('HSET', KEYS[4], id, ARGV[4])
+  rcall('HSET', KEYS[5], id, ARGV[5])
+  rcall('ZADD', KEYS[7], now + tonumber(ARGV[6]), id)
+elseif action == 'dead' then
+  rcall('HSET', KEYS[4], id, ARGV[4])
+  rcall('HSET', KEYS[5], id, ARGV[5])
+  rcall('ZREM', KEYS[6], id)
+  rcall('ZADD', KEYS[9], now, id)
+elseif action == 'release' then
+  local first = rcall('ZSCORE', KEYS[6], id)
+  if first then
+    rcall('ZADD', KEYS[8], first, id)
+  end
+else
+  return redis.error_reply('BADACTION ' .. tostring(action))
+end
+return 1

@@ -1,0 +1,139 @@
+//! Alerts for dead letters: an [`AlertSink`] trait and its Slack incoming-webhook sink.
+//!
+//! An alert carries the job's type and identity, its retry count, its first failure and
+//! its last sanitized error: never the key, never an upstream body. A failing webhook is
+//! logged and reported; the dead letter itself is already stored and stays.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::law::BoxFuture;
+use crate::policy::ALERT_TIMEOUT;
+use crate::queue::ErrorNote;
+use crate::secret::Secret;
+
+/// One dead-lettered entry, as an alert describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterAlert {
+    /// `KIND:identity`.
+    pub id: String,
+    pub retry_count: u32,
+    /// Epoch ms of the first failure.
+    pub first_failed_at_ms: u64,
+    pub last_error: Option<ErrorNote>,
+}
+
+/// Why an alert was not delivered. Holds no URL: the webhook URL is a credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AlertError {
+    #[error("alert webhook answered HTTP {0}")]
+    Status(u16),
+    #[error("alert webhook unreachable ({0})")]
+    Network(&'static str),
+}
+
+/// Where dead-letter alerts go. Implement it for another target (e-mail, SNS, ...).
+pub trait AlertSink: Send + Sync + std::fmt::Debug {
+    /// Delivers one grouped alert for the entries a drainer pass dead-lettered.
+    fn dead_lettered<'a>(
+        &'a self,
+        env: &'a str,
+        alerts: &'a [DeadLetterAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>>;
+}
+
+/// No alert target configured: the dead letters are logged, and kept.
+#[derive(Debug, Default)]
+pub struct LogAlerts;
+
+impl AlertSink for LogAlerts {
+    fn dead_lettered<'a>(
+        &'a self,
+        env: &'a str,
+        alerts: &'a [DeadLetterAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        for a in alerts {
+            tracing::error!(env, id = %a.id, retry_count = a.retry_count, "retry entry dead-lettered (no SLACK_WEBHOOK_URL set)");
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Posts to a Slack incoming webhook.
+#[derive(Debug)]
+pub struct SlackWebhook {
+    http: reqwest::Client,
+    url: Secret,
+    /// Scrubbed from the message (the law.go.kr key), as a last line of defence.
+    scrub: Option<Secret>,
+}
+
+impl SlackWebhook {
+    pub fn new(url: Secret, scrub: Option<Secret>) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(ALERT_TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Self { http, url, scrub }
+    }
+
+    /// The Slack message for `alerts`: plain `text`, readable in notifications.
+    pub fn message(&self, env: &str, alerts: &[DeadLetterAlert]) -> serde_json::Value {
+        let mut text = format!(
+            "lawsync [{env}]: {} retry entr{} moved to the dead letters",
+            alerts.len(),
+            if alerts.len() == 1 { "y" } else { "ies" }
+        );
+        for a in alerts {
+            let first = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(a.first_failed_at_ms));
+            let last = a
+                .last_error
+                .as_ref()
+                .map_or("no error recorded".to_owned(), |e| e.message.clone());
+            text.push_str(&format!(
+                "\n• `{}`: {} failures since {first}; last: {last}",
+                a.id, a.retry_count
+            ));
+        }
+        text.push_str("\nInspect with `lawsync queue dead`; retry with `lawsync queue redrive`.");
+        if let Some(s) = &self.scrub {
+            text = s.scrub(&text);
+        }
+        serde_json::json!({ "text": text })
+    }
+}
+
+impl AlertSink for SlackWebhook {
+    fn dead_lettered<'a>(
+        &'a self,
+        env: &'a str,
+        alerts: &'a [DeadLetterAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        Box::pin(async move {
+            let response = self
+                .http
+                .post(self.url.expose())
+                .json(&self.message(env, alerts))
+                .send()
+                .await
+                .map_err(|e| {
+                    let e = e.without_url();
+                    AlertError::Network(if e.is_timeout() {
+                        "timed out"
+                    } else if e.is_connect() {
+                        "could not connect"
+                    } else {
+                        "request failed"
+                    })
+                })?;
+            if response.status().is_success() {
+                Ok(())
+            } else {
+                Err(AlertError::Status(response.status().as_u16()))
+            }
+        })
+    }
+}

@@ -1,0 +1,263 @@
+//! The drainer: retries parked jobs in passes, one drainer at a time cluster-wide.
+//!
+//! A run takes the single-runner lock, then repeats: a pass (claim a batch sized to what
+//! the gate can serve before the deadline, dispatch each job by type, settle each), then
+//! a fixed delay of `DRAIN_INTERVAL_MS` counted from the pass's end (the seed's
+//! `fixedDelay`), until the deadline leaves no room for another pass. Entries not worked
+//! when time runs out go back unchanged; a drainer killed mid-pass loses nothing, because
+//! its leases expire and the entries come back.
+
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use crate::alert::{AlertSink, DeadLetterAlert};
+use crate::deadline::Deadline;
+use crate::law::BoxFuture;
+use crate::lock::RunnerLock;
+use crate::policy::{DEFAULT_LEASE, LEASE_MARGIN, MAX_CLAIM_BATCH, MIN_CALL_WINDOW};
+use crate::queue::{ErrorNote, Job, Leased, RetryQueue, Settled};
+use crate::store::StoreError;
+
+/// What handling one job came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// Failed; retry later (after at least `after`, when the upstream said so).
+    Retry {
+        error: ErrorNote,
+        after: Option<Duration>,
+    },
+    /// Failed in a way no retry can fix: dead-letter it now.
+    Dead {
+        error: ErrorNote,
+    },
+}
+
+/// Runs one job by its type. The functions route `SEARCH` and `DETAIL` to the same code
+/// their SQS handlers use.
+pub trait JobHandler: Send + Sync {
+    fn handle<'a>(&'a self, job: &'a Job, deadline: Deadline) -> BoxFuture<'a, Outcome>;
+}
+
+/// Drainer settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainerConfig {
+    /// Fixed delay between the end of a pass and the start of the next.
+    pub interval: Duration,
+    /// Failures before an entry is dead-lettered (`RETRY_MAX_ATTEMPTS`).
+    pub max_attempts: u32,
+    /// Time one job takes at the gate's pace (the gate interval): sizes each batch.
+    pub time_per_job: Duration,
+    /// Passes at most, for a CLI run; `None` runs until the deadline.
+    pub max_passes: Option<u32>,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PassReport {
+    pub claimed: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    pub dead_lettered: u32,
+    /// Claimed but not worked (time ran out) or no longer ours (lease lost).
+    pub skipped: u32,
+    /// Entries that came back from an expired lease during this pass's claim.
+    pub reclaimed: u32,
+    /// Whether the dead-letter alert was delivered (`None`: nothing to alert).
+    pub alert_delivered: Option<bool>,
+    /// Milliseconds from the run's start to this pass's start and end.
+    pub started_ms: u64,
+    pub ended_ms: u64,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum DrainReport {
+    /// Another drainer holds the lock; nothing was done.
+    Busy,
+    Ran {
+        passes: Vec<PassReport>,
+    },
+}
+
+/// A drainer over one queue.
+pub struct Drainer<'a> {
+    pub queue: &'a RetryQueue,
+    pub lock: &'a RunnerLock,
+    pub handler: &'a dyn JobHandler,
+    pub alerts: &'a dyn AlertSink,
+    /// `APP_ENV`, named in alerts.
+    pub env: &'a str,
+    pub cfg: DrainerConfig,
+}
+
+impl std::fmt::Debug for Drainer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Drainer")
+            .field("env", &self.env)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drainer<'_> {
+    /// Runs passes until the deadline (or `max_passes`), holding the lock throughout.
+    pub async fn run(&self, deadline: Deadline) -> Result<DrainReport, StoreError> {
+        let start = Instant::now();
+        let hold = |d: Deadline| d.usable().map_or(DEFAULT_LEASE, |left| left + LEASE_MARGIN);
+        let Some(held) = self.lock.try_acquire(hold(deadline)).await? else {
+            tracing::info!("drainer: another drainer holds the lock; nothing to do");
+            return Ok(DrainReport::Busy);
+        };
+        let mut passes = Vec::new();
+        let result = async {
+            loop {
+                let pass = self
+                    .pass(deadline, start)
+                    .instrument(tracing::info_span!("drainer.pass", n = passes.len() + 1))
+                    .await?;
+                tracing::info!(
+                    claimed = pass.claimed,
+                    succeeded = pass.succeeded,
+                    failed = pass.failed,
+                    dead_lettered = pass.dead_lettered,
+                    skipped = pass.skipped,
+                    "drainer: pass done"
+                );
+                passes.push(pass);
+                let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
+                if !more || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
+                    return Ok(());
+                }
+                tokio::time::sleep(self.cfg.interval).await;
+                if !self.lock.extend(&held, hold(deadline)).await? {
+                    tracing::warn!("drainer: lost the lock (expired); stopping");
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        if let Err(e) = self.lock.release(held).await {
+            tracing::warn!(error = %e, "drainer: lock not released; it frees itself at its TTL");
+        }
+        result.map(|()| DrainReport::Ran { passes })
+    }
+
+    async fn pass(&self, deadline: Deadline, start: Instant) -> Result<PassReport, StoreError> {
+        let mut report = PassReport {
+            started_ms: start.elapsed().as_millis() as u64,
+            ..PassReport::default()
+        };
+        let budget = deadline.usable();
+        let batch = budget.map_or(MAX_CLAIM_BATCH, |b| {
+            (b.saturating_sub(MIN_CALL_WINDOW).as_millis() / self.cfg.time_per_job.as_millis().max(1))
+                as usize
+        });
+        if batch == 0 {
+            report.ended_ms = start.elapsed().as_millis() as u64;
+            return Ok(report);
+        }
+        let lease = budget.map_or(DEFAULT_LEASE, |b| b + LEASE_MARGIN);
+        let claim = self.queue.claim(batch.min(MAX_CLAIM_BATCH), lease).await?;
+        report.claimed = claim.entries.len() as u32;
+        report.reclaimed = claim.reclaimed;
+        let mut dead: Vec<DeadLetterAlert> = claim
+            .corrupt
+            .iter()
+            .map(|id| DeadLetterAlert {
+                id: id.clone(),
+                retry_count: 0,
+                first_failed_at_ms: 0,
+                last_error: None,
+            })
+            .collect();
+        report.dead_lettered += dead.len() as u32;
+        let mut entries = claim.entries.into_iter();
+        for leased in entries.by_ref() {
+            if !deadline.allows(MIN_CALL_WINDOW) {
+                self.skip(&leased, &mut report).await?;
+                break;
+            }
+            let span = tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
+            let outcome = self
+                .handler
+                .handle(&leased.job, deadline)
+                .instrument(span.clone())
+                .await;
+            self.settle(&leased, outcome, &mut report, &mut dead)
+                .instrument(span)
+                .await?;
+        }
+        for leased in entries {
+            self.skip(&leased, &mut report).await?;
+        }
+        if !dead.is_empty() {
+            let delivered = self.alerts.dead_lettered(self.env, &dead).await;
+            if let Err(e) = &delivered {
+                tracing::error!(error = %e, dead = dead.len(), "drainer: dead-letter alert not delivered; the dead letters are kept");
+            }
+            report.alert_delivered = Some(delivered.is_ok());
+        }
+        report.ended_ms = start.elapsed().as_millis() as u64;
+        Ok(report)
+    }
+
+    async fn skip(&self, leased: &Leased, report: &mut PassReport) -> Result<(), StoreError> {
+        self.queue.release(leased).await?;
+        report.skipped += 1;
+        Ok(())
+    }
+
+    async fn settle(
+        &self,
+        leased: &Leased,
+        outcome: Outcome,
+        report: &mut PassReport,
+        dead: &mut Vec<DeadLetterAlert>,
+    ) -> Result<(), StoreError> {
+        let alert = |error: ErrorNote, count: u32| DeadLetterAlert {
+            id: leased.id.clone(),
+            retry_count: count,
+            first_failed_at_ms: leased.first_failed_at_ms,
+            last_error: Some(error),
+        };
+        match outcome {
+            Outcome::Done => {
+                if self.queue.ack(leased).await? {
+                    report.succeeded += 1;
+                } else {
+                    tracing::warn!("drainer: lease lost before ack; the entry is someone else's now");
+                    report.skipped += 1;
+                }
+            }
+            Outcome::Retry { error, after } => match self
+                .queue
+                .fail(leased, error.clone(), after, self.cfg.max_attempts)
+                .await?
+            {
+                Settled::Rescheduled { due_in } => {
+                    tracing::info!(due_in_ms = due_in.as_millis() as u64, kind = %error.kind, "drainer: job failed again; rescheduled");
+                    report.failed += 1;
+                }
+                Settled::Dead => {
+                    tracing::error!(kind = %error.kind, "drainer: job dead-lettered after its last retry");
+                    report.dead_lettered += 1;
+                    dead.push(alert(error, leased.retry_count + 1));
+                }
+                Settled::LeaseLost => report.skipped += 1,
+            },
+            Outcome::Dead { error } => {
+                if self.queue.dead_letter(leased, error.clone()).await? {
+                    tracing::error!(kind = %error.kind, "drainer: job failed permanently; dead-lettered");
+                    report.dead_lettered += 1;
+                    dead.push(alert(error, leased.retry_count + 1));
+                } else {
+                    report.skipped += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+//! The retry queue against real Redis, standalone and a 3-node cluster.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use lawsync::Namespace;
+use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, RetryQueue, Settled};
+use lawsync_tests::servers::{Topology, unique_ns};
+use serde_json::json;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn fast() -> Backoff {
+    Backoff {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(1),
+    }
+}
+
+async fn queue(topo: Topology, ns: &Namespace, backoff: Backoff) -> RetryQueue {
+    RetryQueue::new(topo.connect().await, ns).with_backoff(backoff)
+}
+
+fn detail(id: u32) -> Job {
+    Job::new("DETAIL", id.to_string(), json!({ "id": id.to_string() }))
+}
+
+fn note(text: &str) -> ErrorNote {
+    ErrorNote::now("http_status", text, Some(503))
+}
+
+#[tokio::test]
+async fn enqueue_is_idempotent_per_job() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("idem"), fast()).await;
+        assert!(matches!(
+            q.enqueue(&detail(1), None, note("a")).await.expect("enqueue"),
+            Enqueued::Queued { .. }
+        ));
+        assert_eq!(
+            q.enqueue(&detail(1), None, note("b")).await.expect("enqueue"),
+            Enqueued::AlreadyQueued
+        );
+        q.enqueue(&detail(2), None, note("c")).await.expect("enqueue");
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(stats.depth, 2, "{topo:?}: {stats:?}");
+        let bad = Job::new("detail", "1", json!({}));
+        assert!(
+            q.enqueue(&bad, None, note("x")).await.is_err(),
+            "{topo:?}: lower-case type accepted"
+        );
+    }
+}
+
+#[tokio::test]
+async fn due_entries_come_oldest_first_failure_first_and_never_early() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("order"), fast()).await;
+        // P failed first but asked for a longer wait; Q failed later and is due sooner.
+        q.enqueue(&detail(1), Some(Duration::from_millis(300)), note("p"))
+            .await
+            .expect("p");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        q.enqueue(&detail(2), Some(Duration::from_millis(50)), note("q"))
+            .await
+            .expect("q");
+        assert!(
+            q.claim(10, LEASE).await.expect("claim").entries.is_empty(),
+            "{topo:?}: claimed before due"
+        );
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let early = q.claim(10, LEASE).await.expect("claim");
+        let ids: Vec<&str> = early.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["DETAIL:2"], "{topo:?}: only Q is due");
+        q.release(&early.entries[0]).await.expect("release");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let both = q.claim(10, LEASE).await.expect("claim");
+        let ids: Vec<&str> = both.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["DETAIL:1", "DETAIL:2"],
+            "{topo:?}: oldest first failure first"
+        );
+        assert_eq!(both.entries[0].job, detail(1));
+        assert_eq!(both.entries[0].retry_count, 0);
+        assert_eq!(both.entries[0].errors.len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_drainers_never_share_an_entry() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("race");
+        let q = queue(topo, &ns, fast()).await;
+        for i in 0..60 {
+            q.enqueue(&detail(i), Some(Duration::ZERO), note("x"))
+                .await
+                .expect("enqueue");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            let q = queue(topo, &ns, fast()).await;
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let c = q.claim(4, LEASE).await.expect("claim");
+                    if c.entries.is_empty() {
+                        return got;
+                    }
+                    got.extend(c.entries.into_iter().map(|e| e.id));
+                }
+            }));
+        }
+        let mut seen = HashSet::new();
+        let mut total = 0;
+        for t in tasks {
+            for id in t.await.expect("task") {
+                total += 1;
+                assert!(seen.insert(id.clone()), "{topo:?}: {id} handed out twice");
+            }
+        }
+        assert_eq!((total, seen.len()), (60, 60), "{topo:?}");
+        assert_eq!(q.stats().await.expect("stats").in_flight, 60);
+    }
+}
+
+#[tokio::test]
+async fn a_dead_drainers_lease_expires_and_its_late_ack_is_refused() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("lease"), fast()).await;
+        q.enqueue(&detail(7), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let dead_drainer = q
+            .claim(1, Duration::from_millis(200))
+            .await
+            .expect("claim")
+            .entries;
+        assert_eq!(dead_drainer.len(), 1);
+        // The drainer "dies": no ack. While its lease is live, nobody else gets the entry.
+        assert!(
+            q.claim(1, LEASE).await.expect("claim").entries.is_empty(),
+            "{topo:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let second = q.claim(1, LEASE).await.expect("claim");
+        assert_eq!(second.reclaimed, 1, "{topo:?}");
+        assert_eq!(second.entries.len(), 1);
+        assert!(
+            !q.ack(&dead_drainer[0]).await.expect("ack"),
+            "{topo:?}: an expired lease acked"
+        );
+        assert_eq!(
+            q.fail(&dead_drainer[0], note("late"), None, 30)
+                .await
+                .expect("fail"),
+            Settled::LeaseLost
+        );
+        assert!(
+            q.ack(&second.entries[0]).await.expect("ack"),
+            "{topo:?}: the live lease must ack"
+        );
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(
+            (stats.depth, stats.in_flight, stats.dead),
+            (0, 0, 0),
+            "{topo:?}: {stats:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn failures_reschedule_with_history_then_dead_letter_and_redrive() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("fail"), fast()).await;
+        q.enqueue(&detail(3), Some(Duration::ZERO), note("first"))
+            .await
+            .expect("enqueue");
+        for round in 1..=3u32 {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            let c = q.claim(1, LEASE).await.expect("claim");
+            let leased = c.entries.first().expect("due").clone();
+            assert_eq!(leased.retry_count, round - 1, "{topo:?}");
+            assert_eq!(leased.errors.len() as u32, round, "{topo:?}: the history grows");
+            let settled = q
+                .fail(&leased, note(&format!("round {round}")), None, 3)
+                .await
+                .expect("fail");
+            if round < 3 {
+                assert!(
+                    matches!(settled, Settled::Rescheduled { .. }),
+                    "{topo:?}: {settled:?}"
+                );
+            } else {
+                assert_eq!(settled, Settled::Dead, "{topo:?}");
+            }
+        }
+        let stats = q.stats().await.expect("stats");
+        assert_eq!((stats.depth, stats.dead), (0, 1), "{topo:?}: {stats:?}");
+        let dead = q.dead(10).await.expect("dead");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].retry_count, 3);
+        assert_eq!(
+            dead[0].last_error.as_ref().map(|e| e.message.as_str()),
+            Some("round 3")
+        );
+        assert_eq!(
+            q.enqueue(&detail(3), None, note("again")).await.expect("enqueue"),
+            Enqueued::AlreadyDead
+        );
+        assert_eq!(q.redrive(Some("DETAIL:404"), 10).await.expect("redrive"), 0);
+        assert_eq!(q.redrive(Some("DETAIL:3"), 10).await.expect("redrive"), 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let again = q.claim(1, LEASE).await.expect("claim").entries;
+        assert_eq!(again.len(), 1, "{topo:?}: redriven entry is due now");
+        assert_eq!(again[0].retry_count, 0, "{topo:?}: fresh entry");
+        assert!(q.ack(&again[0]).await.expect("ack"));
+    }
+}
+
+#[tokio::test]
+async fn redrive_all_and_stats() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("stats"), fast()).await;
+        for i in 0..5 {
+            q.enqueue(&detail(i), Some(Duration::ZERO), note("x"))
+                .await
+                .expect("enqueue");
+        }
+        q.enqueue(&detail(99), Some(Duration::from_secs(60)), note("later"))
+            .await
+            .expect("enqueue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let c = q.claim(3, LEASE).await.expect("claim");
+        for e in &c.entries {
+            q.dead_letter(e, note("permanent")).await.expect("dead");
+        }
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(
+            (stats.depth, stats.due_now, stats.in_flight, stats.dead),
+            (3, 2, 0, 3),
+            "{topo:?}: {stats:?}"
+        );
+        assert!(
+            stats.oldest_age.is_some_and(|a| a >= Duration::from_millis(10)),
+            "{stats:?}"
+        );
+        assert!(
+            stats.next_due_in.is_some_and(|d| d > Duration::from_secs(50)),
+            "{stats:?}"
+        );
+        assert_eq!(q.list(10).await.expect("list").len(), 3);
+        assert_eq!(
+            q.redrive(None, 2).await.expect("redrive"),
+            2,
+            "{topo:?}: limit respected"
+        );
+        assert_eq!(q.redrive(None, 100).await.expect("redrive"), 1);
+        assert_eq!(q.stats().await.expect("stats").dead, 0);
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_entry_is_dead_lettered_not_lost() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("corrupt");
+        let q = queue(topo, &ns, fast()).await;
+        q.enqueue(&detail(5), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        let mut conn = topo.connect().await;
+        let _: () = redis::cmd("HSET")
+            .arg(ns.queue().jobs)
+            .arg("DETAIL:5")
+            .arg("{not json")
+            .query_async(&mut conn)
+            .await
+            .expect("corrupt it");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let c = q.claim(5, LEASE).await.expect("claim");
+        assert!(c.entries.is_empty());
+        assert_eq!(c.corrupt, ["DETAIL:5"], "{topo:?}");
+        let dead = q.dead(5).await.expect("dead");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].job, None, "{topo:?}: shown as unreadable");
+        assert_eq!(
+            dead[0].last_error.as_ref().map(|e| e.kind.as_str()),
+            Some("corrupt_entry")
+        );
+    }
+}
