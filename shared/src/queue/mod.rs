@@ -378,19 +378,18 @@ impl RetryQueue {
         }
         let names: Vec<&str> = ids.iter().map(|(id, _)| id.as_str()).collect();
         let q = &self.keys;
-        let (jobs, counts, errors): (Fields, Fields, Fields) =
-            redis::pipe()
-                .cmd("HMGET")
-                .arg(&q.jobs)
-                .arg(&names)
-                .cmd("HMGET")
-                .arg(&q.count)
-                .arg(&names)
-                .cmd("HMGET")
-                .arg(&q.errors)
-                .arg(&names)
-                .query_async(&mut conn)
-                .await?;
+        let (jobs, counts, errors): (Fields, Fields, Fields) = redis::pipe()
+            .cmd("HMGET")
+            .arg(&q.jobs)
+            .arg(&names)
+            .cmd("HMGET")
+            .arg(&q.count)
+            .arg(&names)
+            .cmd("HMGET")
+            .arg(&q.errors)
+            .arg(&names)
+            .query_async(&mut conn)
+            .await?;
         Ok(ids
             .iter()
             .zip(jobs.into_iter().zip(counts).zip(errors))
