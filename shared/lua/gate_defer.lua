@@ -3,19 +3,19 @@
   interval (no burst right after a cooldown), and slots reserved earlier that fall
   inside it are voided when their holders confirm (see gate_acquire).
   Input:
-    KEYS[1]  gate state hash (tat, cool)
+    KEYS[1]  gate state hash (tat, cool, epoch)
     ARGV[1]  cooldown length from now, µs (> 0)
     ARGV[2]  interval, µs (> 0)
     ARGV[3]  burst (>= 1)
   Output: { cool, now }  the cooldown's end (possibly an earlier, longer one) and Redis' now, µs
-  Errors: CORRUPT when tat or cool is not a number ]]
+  Errors: CORRUPT when tat, cool or epoch is not a number ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local state = rcall('HMGET', KEYS[1], 'tat', 'cool')
+local state = rcall('HMGET', KEYS[1], 'tat', 'cool', 'epoch')
 local tat, cool = tonumber(state[1]), tonumber(state[2])
-if (state[1] and not tat) or (state[2] and not cool) then
-  return redis.error_reply('CORRUPT gate state in ' .. KEYS[1] .. ': tat and cool must be numbers')
+if (state[1] and not tat) or (state[2] and not cool) or (state[3] and not tonumber(state[3])) then
+  return redis.error_reply('CORRUPT gate state in ' .. KEYS[1] .. ': tat, cool and epoch must be numbers')
 end
 tat = tat or 0
 cool = math.max(cool or 0, now + tonumber(ARGV[1]))

@@ -65,13 +65,13 @@ pub struct GateConfig {
 }
 
 impl GateConfig {
-    /// A config with the default tolerance.
+    /// A config with the default tolerance for `interval`.
     pub fn new(interval: Duration, burst: u32, max_wait: Duration) -> Self {
         Self {
             interval,
             burst,
             max_wait,
-            tolerance: policy::DEFAULT_GATE_TOLERANCE,
+            tolerance: policy::default_gate_tolerance(interval),
         }
     }
 }
@@ -191,18 +191,42 @@ impl Config {
             ));
         }
         let burst = env.positive("LAW_API_BURST", policy::DEFAULT_BURST.into())?;
-        let gate = GateConfig {
-            interval: env.millis("LAW_API_REQUEST_INTERVAL_MS", policy::DEFAULT_REQUEST_INTERVAL)?,
-            burst: u32::try_from(burst).map_err(|_| bad("LAW_API_BURST", "must fit in 32 bits"))?,
-            max_wait: env.millis("LAW_API_MAX_WAIT_MS", policy::DEFAULT_MAX_WAIT)?,
-            tolerance: env.millis("LAW_API_GATE_TOLERANCE_MS", policy::DEFAULT_GATE_TOLERANCE)?,
+        if burst > policy::MAX_BURST.into() {
+            return Err(bad(
+                "LAW_API_BURST",
+                format!("must be at most {}", policy::MAX_BURST),
+            ));
+        }
+        let interval = env.millis("LAW_API_REQUEST_INTERVAL_MS", policy::DEFAULT_REQUEST_INTERVAL)?;
+        if interval > policy::MAX_INTERVAL {
+            return Err(bad(
+                "LAW_API_REQUEST_INTERVAL_MS",
+                "must be at most 3600000 (one hour)",
+            ));
+        }
+        let max_wait = env.millis("LAW_API_MAX_WAIT_MS", policy::DEFAULT_MAX_WAIT)?;
+        if max_wait > policy::MAX_WAIT_CEILING {
+            return Err(bad(
+                "LAW_API_MAX_WAIT_MS",
+                "must be at most 900000 (a Lambda's 15 minutes)",
+            ));
+        }
+        let tolerance = match env.get("LAW_API_GATE_TOLERANCE_MS") {
+            None => policy::default_gate_tolerance(interval),
+            Some(_) => env.millis("LAW_API_GATE_TOLERANCE_MS", Duration::ZERO)?,
         };
-        if gate.tolerance >= gate.interval {
+        if tolerance >= interval {
             return Err(bad(
                 "LAW_API_GATE_TOLERANCE_MS",
                 "must be below LAW_API_REQUEST_INTERVAL_MS",
             ));
         }
+        let gate = GateConfig {
+            interval,
+            burst: burst as u32,
+            max_wait,
+            tolerance,
+        };
         let redis = RedisConfig {
             urls: parse_redis_urls(
                 env.get("REDIS_URL")
@@ -307,11 +331,17 @@ fn parse_oc(v: &str) -> Result<Secret, ConfigError> {
 }
 
 fn parse_base_url(v: &str) -> Result<Url, ConfigError> {
-    let url = Url::parse(v).map_err(|e| bad("LAW_API_BASE_URL", format!("not a URL ({e}): {v:?}")))?;
+    // Never echoed: a mistaken value may be a whole request URL with the key in it.
+    let url = Url::parse(v).map_err(|e| {
+        bad(
+            "LAW_API_BASE_URL",
+            format!("not a URL ({e}); expected e.g. https://www.law.go.kr"),
+        )
+    })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(bad(
             "LAW_API_BASE_URL",
-            format!("must be an http(s) URL with a host, got {v:?}"),
+            "must be an http(s) URL with a host, e.g. https://www.law.go.kr",
         ));
     }
     if url.query().is_some() || !url.username().is_empty() || url.password().is_some() {

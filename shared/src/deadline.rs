@@ -34,6 +34,11 @@ impl Deadline {
         Deadline::after(left.min(LAMBDA_MAX))
     }
 
+    /// The same deadline, `d` earlier (to keep room for work that must follow).
+    pub fn earlier_by(&self, d: Duration) -> Self {
+        Deadline(self.0.map(|at| at.checked_sub(d).unwrap_or_else(Instant::now)))
+    }
+
     /// Time left before the deadline minus the safety margin; `None` without a deadline.
     pub fn usable(&self) -> Option<Duration> {
         self.0.map(|at| {
@@ -78,6 +83,17 @@ mod tests {
         assert!(!d.allows(Duration::from_millis(1)));
         let d = Deadline::after(Duration::from_secs(10));
         assert!(d.cap(Duration::from_secs(30)) <= Duration::from_millis(9500));
+    }
+
+    #[test]
+    fn earlier_by_keeps_one_margin() {
+        let d = Deadline::after(Duration::from_secs(10)).earlier_by(Duration::from_secs(2));
+        let usable = d.usable().expect("deadline");
+        assert!(
+            usable <= Duration::from_millis(7500) && usable > Duration::from_millis(7000),
+            "{usable:?}"
+        );
+        assert_eq!(Deadline::NONE.earlier_by(Duration::from_secs(2)), Deadline::NONE);
     }
 
     #[test]

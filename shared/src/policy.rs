@@ -8,10 +8,21 @@ use std::time::Duration;
 /// law.go.kr documents no limit; about one call per second per key is what keeps a key
 /// from being suspended, so that is the default spacing between call starts.
 pub const DEFAULT_REQUEST_INTERVAL: Duration = Duration::from_millis(1000);
-/// How late a caller may start on its reserved slot. Grants are then never closer than
-/// interval − tolerance on Redis' clock; a caller that wakes later (a busy CPU) loses its
-/// slot and queues again rather than crowding the next caller's call.
-pub const DEFAULT_GATE_TOLERANCE: Duration = Duration::from_millis(2);
+/// How late a caller may start on its reserved slot, by default: a tenth of the interval,
+/// within 2..=50 ms (2 ms at a 20 ms interval, 50 ms at law.go.kr's 1 s). Grants are never
+/// closer than interval − tolerance on Redis' clock; a caller that wakes later (a busy or
+/// throttled CPU) loses its slot and queues again rather than crowd the next call. Below
+/// 2 ms, ordinary timer and scheduling noise would cost slots.
+pub fn default_gate_tolerance(interval: Duration) -> Duration {
+    (interval / 10)
+        .clamp(Duration::from_millis(2), Duration::from_millis(50))
+        .min(interval / 2)
+}
+/// Ceilings that keep the gate's arithmetic (µs in Lua doubles, i64 in Rust) far from
+/// overflow, and catch a unit mistake (seconds typed as milliseconds) at start-up.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60 * 60);
+pub const MAX_BURST: u32 = 10_000;
+pub const MAX_WAIT_CEILING: Duration = Duration::from_secs(15 * 60);
 /// Calls allowed back to back before spacing applies. 1 = strict spacing, as law.go.kr
 /// wants; a 4 req/s API with a short allowance would use interval 250 ms and burst 4.
 pub const DEFAULT_BURST: u32 = 1;
@@ -51,8 +62,9 @@ pub const MIN_CALL_WINDOW: Duration = Duration::from_secs(2);
 /// Redis connection set-up bound. ElastiCache answers in a few ms inside the VPC; a dead
 /// Redis must fail the call in well under a second, never hang the invocation.
 pub const DEFAULT_REDIS_CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
-/// Bound on one Redis reply; every gate script is O(1) and answers in under a millisecond.
-pub const DEFAULT_REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Bound on one Redis reply; every script answers in about a millisecond, so a hung
+/// Redis is reported in a quarter of a second instead of holding the invocation.
+pub const DEFAULT_REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Reconnect attempts after the first: one, so a dropped idle connection heals silently
 /// but a dead Redis is reported after about two connect timeouts.
 pub const REDIS_CONNECT_RETRIES: usize = 1;

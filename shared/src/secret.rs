@@ -22,6 +22,11 @@ impl Secret {
         &self.0
     }
 
+    /// True for an empty secret (a misconfiguration, never a usable key).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// True when `text` contains the secret. Used by scrubbers and by tests.
     pub fn occurs_in(&self, text: &str) -> bool {
         !self.0.is_empty() && text.contains(&*self.0)

@@ -64,6 +64,11 @@ fn every_bad_value_names_its_variable() {
         ("RETRY_MAX_ATTEMPTS", "0"),
         ("DRAIN_INTERVAL_MS", "0"),
         ("LAW_API_OC_SECRET_ARN", "not-an-arn"),
+        ("LAW_API_BURST", "10001"),
+        ("LAW_API_REQUEST_INTERVAL_MS", "3600001"),
+        ("LAW_API_MAX_WAIT_MS", "900001"),
+        ("LAW_API_GATE_TOLERANCE_MS", "1000"),
+        ("LAW_API_GATE_TOLERANCE_MS", "0"),
     ];
     for (var, value) in cases {
         let mut pairs = vec![(*var, *value)];
@@ -74,6 +79,50 @@ fn every_bad_value_names_its_variable() {
         assert_eq!(err.var, *var, "{var}={value}: {err}");
         assert!(err.to_string().starts_with(var), "{err}");
     }
+}
+
+#[test]
+fn the_gate_tolerance_follows_the_interval_unless_set() {
+    let tol = |pairs: &[(&str, &str)]| {
+        let mut all = vec![("LAW_API_OC", KEY)];
+        all.extend_from_slice(pairs);
+        load(&all).expect("valid").gate.tolerance
+    };
+    assert_eq!(
+        tol(&[]),
+        Duration::from_millis(50),
+        "a tenth of 1 s, capped at 50 ms"
+    );
+    assert_eq!(
+        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "20")]),
+        Duration::from_millis(2)
+    );
+    assert_eq!(
+        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "5")]),
+        Duration::from_millis(2),
+        "2 ms floor"
+    );
+    assert_eq!(
+        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "2")]),
+        Duration::from_millis(1),
+        "at most half the interval"
+    );
+    assert_eq!(
+        tol(&[("LAW_API_GATE_TOLERANCE_MS", "7")]),
+        Duration::from_millis(7)
+    );
+}
+
+#[test]
+fn a_mistaken_base_url_is_not_echoed() {
+    // A whole request URL pasted without its scheme carries the key.
+    let err = load(&[
+        ("LAW_API_OC", KEY),
+        ("LAW_API_BASE_URL", "www.law.go.kr/DRF/lawSearch.do?OC=secretpart"),
+    ])
+    .expect_err("no scheme");
+    assert_eq!(err.var, "LAW_API_BASE_URL");
+    assert!(!err.to_string().contains("secretpart"), "{err}");
 }
 
 #[test]

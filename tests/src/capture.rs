@@ -36,7 +36,14 @@ impl<'a> MakeWriter<'a> for Captured {
 
 /// Installs a TRACE-level JSON subscriber for the current thread (use it in a
 /// current-thread runtime so every task logs into it). Keep the guard alive.
+///
+/// reqwest and redis log through the `log` crate, so a `log` → tracing bridge is
+/// installed too (once per process), as a production subscriber's `init()` would.
 pub fn capture_all() -> (Captured, tracing::subscriber::DefaultGuard) {
+    static BRIDGE: std::sync::Once = std::sync::Once::new();
+    BRIDGE.call_once(|| {
+        let _ = tracing_log::LogTracer::init();
+    });
     let captured = Captured::default();
     let subscriber = tracing_subscriber::fmt()
         .json()

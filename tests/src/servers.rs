@@ -73,3 +73,84 @@ pub fn dead_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
+
+/// A Redis server of one test's own, on a fresh port, for tests that stop, freeze or kill
+/// it. Killed when dropped.
+#[derive(Debug)]
+pub struct OwnRedis {
+    pub port: u16,
+    child: tokio::process::Child,
+}
+
+impl OwnRedis {
+    /// Starts `redis-server` without persistence and waits until it answers.
+    pub async fn start() -> Self {
+        let port = dead_port();
+        let child = tokio::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .kill_on_drop(true)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let me = Self { port, child };
+        for _ in 0..100 {
+            if RedisConn::connect(&me.config()).await.is_ok() {
+                return me;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("own redis-server on port {port} did not answer");
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn config(&self) -> RedisConfig {
+        RedisConfig::for_url(&self.url()).expect("url")
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Kills the server outright.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("kill redis-server");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.id().expect("running").to_string();
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        // A frozen server ignores SIGKILL's delivery until resumed on some systems: thaw first.
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &pid.to_string()])
+                .status();
+        }
+    }
+}

@@ -10,35 +10,37 @@ use std::time::{Duration, Instant, SystemTime};
 use lawsync::config::{Config, GateConfig, LawApiConfig};
 use lawsync::law::{Disposition, LawError, MemoryHistory, NetKind, SearchRequest};
 use lawsync::{Deadline, Gate, GateError, LawClient, Secret};
-use lawsync_tests::servers::{Topology, dead_port, unique_ns};
+use lawsync_tests::servers::{OwnRedis, Topology, dead_port, unique_ns};
 use lawsync_tests::upstream::{Body, Reply, Upstream};
 
 const OC: &str = "oc-SECRET-4f9d2e";
 /// Appears in every body the upstream sends, so any echo of a body is found.
 const MARK: &str = "UPSTREAM-BODY-7c1e";
 
-fn law_config(base: &str, extra: &[(&str, &str)]) -> LawApiConfig {
+fn config(base: &str, extra: &[(&str, &str)]) -> Config {
     let mut vars: Vec<(String, String)> = vec![
         ("LAW_API_OC".into(), OC.into()),
         ("LAW_API_BASE_URL".into(), base.into()),
+        // Fast tests: a 5 ms interval unless a test says otherwise.
+        ("LAW_API_REQUEST_INTERVAL_MS".into(), "5".into()),
     ];
     vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Config::from_lookup(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-        .expect("config")
-        .law
+    Config::from_lookup(|k| vars.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.clone())).expect("config")
 }
 
-async fn gate(interval_ms: u64) -> Arc<Gate> {
-    let cfg = GateConfig::new(Duration::from_millis(interval_ms), 1, Duration::from_secs(30));
-    Arc::new(Gate::new(
+fn law_config(base: &str, extra: &[(&str, &str)]) -> LawApiConfig {
+    config(base, extra).law
+}
+
+/// A client whose gate follows the configuration, on the shared standalone test Redis.
+async fn client_for(base: &str, extra: &[(&str, &str)]) -> LawClient {
+    let cfg = config(base, extra);
+    let gate = Arc::new(Gate::new(
         Topology::Standalone.connect().await,
         &unique_ns("client"),
-        cfg,
-    ))
-}
-
-async fn client_for(base: &str, extra: &[(&str, &str)]) -> LawClient {
-    LawClient::new(&law_config(base, extra), Secret::new(OC), gate(5).await).expect("client")
+        cfg.gate,
+    ));
+    LawClient::new(&cfg.law, Secret::new(OC), gate).expect("client")
 }
 
 fn window() -> SearchRequest {
@@ -211,12 +213,16 @@ async fn a_429_sets_a_cooldown_other_instances_see() {
             wait,
             status: Some(429),
             attempts: 1,
-        } => assert_eq!(*wait, Duration::from_secs(3600)),
+        } => assert!(
+            *wait >= Duration::from_secs(3600) && *wait <= Duration::from_millis(3_601_000),
+            "the wait is Retry-After plus at most 20 % of the 1 s backoff: {wait:?}"
+        ),
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(
-        err.disposition(),
-        Disposition::RetryLater(Some(Duration::from_secs(3600)))
+    assert!(
+        matches!(err.disposition(), Disposition::RetryLater(Some(w)) if w >= Duration::from_secs(3600)),
+        "{:?}",
+        err.disposition()
     );
     assert_clean(&err);
     // The cluster is cooled down: the gate refuses at once and names the cooldown.
@@ -248,7 +254,8 @@ async fn a_429_sets_a_cooldown_other_instances_see() {
 
 #[tokio::test]
 async fn retry_after_as_an_http_date_is_honoured() {
-    let at = SystemTime::now() + Duration::from_secs(3);
+    // HTTP dates have whole seconds: 5 s ahead is at least 4 s once truncated.
+    let at = SystemTime::now() + Duration::from_secs(5);
     let up = Upstream::start(
         vec![
             Reply::status(503).header("Retry-After", &httpdate::fmt_http_date(at)),
@@ -263,9 +270,9 @@ async fn retry_after_as_an_http_date_is_honoured() {
         .await
         .expect("second attempt succeeds");
     let seen = up.seen();
-    // The date has one-second resolution, so at least 2 s must have passed.
+    // At least 4 s were asked for, less the set-up time: 3 s is a safe floor.
     assert!(
-        seen[1].at - seen[0].at >= Duration::from_secs(2),
+        seen[1].at - seen[0].at >= Duration::from_secs(3),
         "{:?}",
         seen[1].at - seen[0].at
     );
@@ -549,10 +556,10 @@ async fn a_close_deadline_starts_no_call_and_no_sleep() {
         .expect_err("too close");
     assert!(matches!(err, LawError::OutOfTime { attempts: 0 }), "{err:?}");
     assert!(up.seen().is_empty());
-    // With 3 s left, the call is made, but the 2 s backoff plus another call would not fit.
+    // With 3.4 s left, the call is made, but the 2 s backoff plus another call would not fit.
     let started = Instant::now();
     let err = client
-        .detail("1", Deadline::after(Duration::from_secs(3)))
+        .detail("1", Deadline::after(Duration::from_millis(3400)))
         .await
         .expect_err("no room to retry");
     assert!(
@@ -577,24 +584,8 @@ async fn a_close_deadline_starts_no_call_and_no_sleep() {
 #[tokio::test]
 async fn a_dead_redis_means_no_call() {
     // A Redis of this test's own, so that stopping it disturbs no other test.
-    let port = dead_port();
-    let mut redis = tokio::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start a Redis of this test's own");
-    let url = format!("redis://127.0.0.1:{port}");
-    let mut conn = None;
-    for _ in 0..50 {
-        if let Ok(c) =
-            lawsync::RedisConn::connect(&lawsync::config::RedisConfig::for_url(&url).expect("url")).await
-        {
-            conn = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut redis = OwnRedis::start().await;
+    let conn = lawsync::RedisConn::connect(&redis.config()).await.ok();
     let gate_cfg = GateConfig::new(Duration::from_millis(5), 1, Duration::from_secs(30));
     let gate = Arc::new(Gate::new(
         conn.expect("own Redis up"),
@@ -607,7 +598,7 @@ async fn a_dead_redis_means_no_call() {
         .search(&window(), Deadline::NONE)
         .await
         .expect("works while Redis is up");
-    redis.kill().await.expect("kill Redis");
+    redis.kill().await;
     let started = Instant::now();
     let err = client
         .search(&window(), Deadline::NONE)
@@ -685,6 +676,10 @@ async fn no_failure_leaks_the_key_or_a_body() {
         "the capture saw nothing; the test would prove nothing"
     );
     assert!(log.contains("law.call"), "spans are captured too");
+    assert!(
+        log.contains("\"log.target\":\"reqwest"),
+        "records of the `log` crate are captured too"
+    );
     assert!(errors.len() >= 10, "{errors:?}");
     let all = format!(
         "{log}\n{}\n{errors:?}\n{}",
@@ -703,4 +698,28 @@ async fn no_failure_leaks_the_key_or_a_body() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_backoff_longer_than_the_wait_bound_is_handed_back_not_slept() {
+    let up = Upstream::start(vec![], Reply::status(503).text(MARK)).await;
+    let client = client_for(&up.base_url, &[("LAW_API_MAX_WAIT_MS", "1000")]).await;
+    let err = client.detail("1", Deadline::NONE).await.expect_err("try later");
+    // The first backoff is 1 s plus up to 20 % jitter: above the 1000 ms bound, it is handed
+    // back (a jitter of exactly zero would allow one retry, whose 2 s backoff is handed back).
+    let LawError::TryLater {
+        wait,
+        status: Some(503),
+        attempts,
+    } = &err
+    else {
+        panic!("unexpected {err:?}")
+    };
+    assert!(*wait > Duration::from_secs(1) && *attempts <= 2, "{err:?}");
+    assert_eq!(
+        up.seen().len() as u32,
+        *attempts,
+        "a backoff over the bound was slept"
+    );
+    assert_clean(&err);
 }

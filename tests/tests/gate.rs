@@ -193,8 +193,11 @@ async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
             let gate = gate.clone();
             tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
         };
-        // The sleeper now holds the slot first + 300 ms; a 429 elsewhere sets a cooldown over it.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Wait until the sleeper holds its slot (first + 300 ms); then a 429 elsewhere
+        // sets a cooldown over it.
+        while gate.stats().round_trips < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let cooldown = gate.defer(Duration::from_millis(700)).await.expect("defer");
         let held = sleeper.await.expect("task").expect("grant after cooldown");
         assert!(

@@ -19,13 +19,15 @@ async fn redis_now(conn: &mut lawsync::RedisConn, key: &str) -> i64 {
     v[0]
 }
 
-/// gate_acquire: ARGV interval, burst, max wait, held slot, tolerance → {code, slot, now, cool}.
+/// gate_acquire: ARGV interval, burst, max wait, held slot, tolerance, epoch
+/// → {code, slot, now, cool, epoch}.
 async fn acquire(
     conn: &mut lawsync::RedisConn,
     key: &str,
     max_wait: i64,
     held: i64,
     tolerance: i64,
+    epoch: i64,
 ) -> Vec<i64> {
     Script::new(ACQUIRE)
         .key(key)
@@ -34,6 +36,7 @@ async fn acquire(
         .arg(max_wait)
         .arg(held)
         .arg(tolerance)
+        .arg(epoch)
         .invoke_async(conn)
         .await
         .expect("gate_acquire")
@@ -44,12 +47,12 @@ async fn gate_acquire_follows_its_header() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
-        let first = acquire(&mut conn, &key, 30 * SEC, 0, 2_000).await;
-        assert_eq!(first.len(), 4);
+        let first = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
+        assert_eq!(first.len(), 5);
         assert_eq!(first[0], 0, "{topo:?}: a fresh gate grants at once: {first:?}");
         assert_eq!(first[1], first[2], "{topo:?}: granted slot is now");
 
-        let second = acquire(&mut conn, &key, 30 * SEC, 0, 2_000).await;
+        let second = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
         assert_eq!(second[0], 1, "{topo:?}: must wait: {second:?}");
         assert_eq!(
             second[1],
@@ -59,9 +62,9 @@ async fn gate_acquire_follows_its_header() {
 
         // Refused: the wait exceeds ARGV[3]; nothing is reserved, so asking again with room
         // returns the same slot the refused caller was shown.
-        let refused = acquire(&mut conn, &key, 10, 0, 2_000).await;
+        let refused = acquire(&mut conn, &key, 10, 0, 2_000, 0).await;
         assert_eq!(refused[0], 2, "{topo:?}: {refused:?}");
-        let again = acquire(&mut conn, &key, 30 * SEC, 0, 2_000).await;
+        let again = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
         assert_eq!(
             (again[0], again[1]),
             (1, refused[1]),
@@ -70,17 +73,47 @@ async fn gate_acquire_follows_its_header() {
 
         // Confirming a held slot: early → wait again for the same slot; on time → go;
         // later than the tolerance → a fresh slot at the back of the queue.
-        let early = acquire(&mut conn, &key, 30 * SEC, again[1], 2_000).await;
+        let early = acquire(&mut conn, &key, 30 * SEC, again[1], 2_000, again[4]).await;
         assert_eq!((early[0], early[1]), (1, again[1]), "{topo:?}: {early:?}");
         let now = redis_now(&mut conn, &key).await;
-        let on_time = acquire(&mut conn, &key, 30 * SEC, now, 10 * SEC).await;
+        let on_time = acquire(&mut conn, &key, 30 * SEC, now, 10 * SEC, again[4]).await;
         assert_eq!((on_time[0], on_time[1]), (0, now), "{topo:?}: {on_time:?}");
-        let late = acquire(&mut conn, &key, 30 * SEC, now - 5 * SEC, 1_000).await;
+        let late = acquire(&mut conn, &key, 30 * SEC, now - 5 * SEC, 1_000, again[4]).await;
         assert_eq!(late[0], 1, "{topo:?}: a late holder must queue again: {late:?}");
         assert!(
             late[1] > again[1],
             "{topo:?}: the new slot is behind every reserved one: {late:?}"
         );
+        // A held slot whose wait exceeds the caller's bound is refused, not slept on.
+        let far = acquire(&mut conn, &key, 10, late[1], 2_000, late[4]).await;
+        assert_eq!(far[0], 2, "{topo:?}: {far:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_slot_is_honoured_only_by_the_state_that_issued_it() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let key = unique_ns("lua").gate();
+        acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
+        let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
+        assert_eq!(held[0], 1);
+        // The key vanishes (DEL after CORRUPT, eviction, a failover that lost writes).
+        let _: () = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        let now = redis_now(&mut conn, &key).await;
+        let confirm = acquire(&mut conn, &key, 30 * SEC, now, 10 * SEC, held[4]).await;
+        assert_ne!(confirm[4], held[4], "{topo:?}: a new state has a new epoch");
+        // The confirmation was handled as a fresh request and recorded: the next caller waits.
+        let next = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
+        assert_eq!(
+            next[0], 1,
+            "{topo:?}: two grants inside one interval: {confirm:?} then {next:?}"
+        );
+        assert!(next[1] >= confirm[1] + SEC, "{topo:?}");
     }
 }
 
@@ -89,8 +122,8 @@ async fn gate_defer_and_status_follow_their_headers() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
-        let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000).await; // slot now
-        let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 2_000).await; // slot now + 1 s
+        let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now
+        let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now + 1 s
         // gate_defer: ARGV cooldown µs, interval µs, burst → {cool, now}.
         let d: Vec<i64> = Script::new(DEFER)
             .key(&key)
@@ -116,7 +149,7 @@ async fn gate_defer_and_status_follow_their_headers() {
         );
         // The slot reserved before the cooldown is void: its confirmation queues it again
         // behind the cooldown's end.
-        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], 10 * SEC).await;
+        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], 10 * SEC, waiting[4]).await;
         assert_eq!(voided[0], 1, "{topo:?}: {voided:?}");
         assert!(
             voided[1] >= d[0],

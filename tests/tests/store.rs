@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use lawsync::config::{RedisConfig, RedisMode};
 use lawsync::{RedisConn, StoreError};
-use lawsync_tests::servers::{Topology, dead_port};
+use lawsync_tests::servers::{OwnRedis, Topology, dead_port};
 
 /// A hang guard for set-up against a dead or silent Redis; the figure itself is printed.
 const HANG_GUARD: Duration = Duration::from_secs(5);
@@ -78,14 +78,72 @@ async fn a_silent_server_times_out() {
 }
 
 #[tokio::test]
-async fn tls_urls_are_accepted_and_fail_cleanly_against_a_plain_server() {
-    // rediss:// must be understood (ElastiCache Serverless is TLS-only); against a plain
-    // server the handshake fails with an error, not a panic or a hang.
-    let plain = Topology::Standalone.url().replacen("redis://", "rediss://", 1);
+async fn tls_urls_start_a_tls_handshake() {
+    // rediss:// must be understood (ElastiCache Serverless is TLS-only): the first byte a
+    // client sends is a TLS record (0x16, handshake), not a Redis command.
     for mode in [RedisMode::Standalone, RedisMode::Cluster] {
-        let (r, took) = connect(&plain, mode).await;
-        let err = r.expect_err("TLS against a plain server");
-        eprintln!("{mode:?}: TLS mismatch reported after {took:?}: {err}");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!(
+            "rediss://127.0.0.1:{}",
+            listener.local_addr().expect("addr").port()
+        );
+        let first_byte = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.expect("accept");
+            let mut b = [0u8; 1];
+            tokio::io::AsyncReadExt::read_exact(&mut sock, &mut b)
+                .await
+                .expect("read");
+            b[0]
+        });
+        let (r, took) = connect(&url, mode).await;
+        let err = r.expect_err("no TLS server there");
+        eprintln!("{mode:?}: TLS attempt reported after {took:?}: {err}");
+        assert_ne!(
+            err,
+            StoreError::Unreachable("invalid REDIS_URL"),
+            "{mode:?}: rediss:// not understood"
+        );
+        assert_eq!(
+            first_byte.await.expect("accept task"),
+            0x16,
+            "{mode:?}: not a TLS ClientHello"
+        );
         assert!(took < HANG_GUARD, "{mode:?}: took {took:?}");
     }
+}
+
+#[tokio::test]
+async fn a_frozen_redis_fails_the_gate_fast_and_recovers() {
+    use lawsync::config::GateConfig;
+    use lawsync::{Deadline, Gate, GateError};
+    let redis = OwnRedis::start().await;
+    let conn = RedisConn::connect(&redis.config()).await.expect("connect");
+    let cfg = GateConfig::new(Duration::from_millis(10), 1, Duration::from_secs(30));
+    let gate = Gate::new(conn, &lawsync_tests::servers::unique_ns("frozen"), cfg);
+    gate.acquire(Deadline::NONE)
+        .await
+        .expect("grant while Redis runs");
+    redis.freeze();
+    let started = Instant::now();
+    let err = gate.acquire(Deadline::NONE).await.expect_err("frozen Redis");
+    let took = started.elapsed();
+    eprintln!("frozen Redis reported after {took:?}: {err}");
+    assert_eq!(err, GateError::Unavailable(StoreError::Timeout));
+    assert!(
+        took < Duration::from_secs(2),
+        "the 250 ms response timeout must end the wait: {took:?}"
+    );
+    redis.thaw();
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(g) = gate.acquire(Deadline::NONE).await {
+            again = Some(g);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        again.is_some(),
+        "the connection must recover once Redis answers again"
+    );
 }

@@ -45,6 +45,11 @@ pub enum GateError {
         /// Remaining cooldown, when one is the cause.
         cooldown: Option<Duration>,
     },
+    /// Slot after slot was lost (to cooldowns, late wake-ups or a reset gate state).
+    #[error(
+        "rate gate: no grant after {calls} calls ({reslotted} slots lost to cooldowns, late wake-ups or a reset gate); the upstream was not called"
+    )]
+    Unsettled { calls: u32, reslotted: u32 },
 }
 
 impl GateError {
@@ -52,7 +57,7 @@ impl GateError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             GateError::WaitTooLong { wait, .. } => Some(*wait),
-            GateError::Unavailable(_) => None,
+            GateError::Unavailable(_) | GateError::Unsettled { .. } => None,
         }
     }
 }
@@ -147,12 +152,15 @@ impl Gate {
     pub async fn acquire(&self, deadline: Deadline) -> Result<Grant, GateError> {
         let started = tokio::time::Instant::now();
         let bound = deadline.cap(self.cfg.max_wait);
-        let mut held: u64 = 0;
+        let (mut held, mut epoch): (u64, u64) = (0, 0);
         let mut reslotted = 0;
         for call in 1..=MAX_CALLS_PER_ACQUIRE {
             let spent = started.elapsed();
             let allowed = bound.saturating_sub(spent);
-            let reply = self.call_acquire(allowed, held).await?;
+            let reply = self.call_acquire(allowed, held, epoch).await?;
+            if held != 0 && reply.slot != held {
+                reslotted += 1;
+            }
             // Redis read its clock before it replied, so counting the wait from the reply
             // never wakes before the slot (which would cost a round trip); it wakes at most
             // one round trip late, well inside the tolerance.
@@ -176,11 +184,17 @@ impl Gate {
                     return Ok(grant);
                 }
                 1 => {
-                    if held != 0 && held != reply.slot {
-                        reslotted += 1;
-                    }
-                    held = reply.slot;
+                    (held, epoch) = (reply.slot, reply.epoch);
                     let wait = Duration::from_micros(reply.slot.saturating_sub(reply.now));
+                    if wait > allowed {
+                        // The script bounds this too; a second check costs nothing.
+                        self.counters.refusals.fetch_add(1, Ordering::Relaxed);
+                        return Err(GateError::WaitTooLong {
+                            wait,
+                            bound,
+                            cooldown: None,
+                        });
+                    }
                     sleep_precisely_until(anchor + wait).await;
                 }
                 _ => {
@@ -195,12 +209,18 @@ impl Gate {
                 }
             }
         }
-        Err(GateError::Unavailable(StoreError::Protocol(
-            "gate did not settle; check the gate's Redis state",
-        )))
+        Err(GateError::Unsettled {
+            calls: MAX_CALLS_PER_ACQUIRE,
+            reslotted,
+        })
     }
 
-    async fn call_acquire(&self, allowed: Duration, held: u64) -> Result<AcquireReply, StoreError> {
+    async fn call_acquire(
+        &self,
+        allowed: Duration,
+        held: u64,
+        epoch: u64,
+    ) -> Result<AcquireReply, StoreError> {
         self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
         let mut conn = self.conn.clone();
         let v: Vec<i64> = scripts::ACQUIRE
@@ -210,14 +230,16 @@ impl Gate {
             .arg(micros(allowed))
             .arg(held)
             .arg(micros(self.cfg.tolerance))
+            .arg(epoch)
             .invoke_async(&mut conn)
             .await?;
         match v.as_slice() {
-            &[code, slot, now, cool] if (0..=2).contains(&code) => Ok(AcquireReply {
+            &[code, slot, now, cool, epoch] if (0..=2).contains(&code) => Ok(AcquireReply {
                 code,
                 slot: slot.max(0) as u64,
                 now: now.max(0) as u64,
                 cool: cool.max(0) as u64,
+                epoch: epoch.max(0) as u64,
             }),
             _ => Err(StoreError::Protocol("gate_acquire reply")),
         }
@@ -302,6 +324,7 @@ struct AcquireReply {
     slot: u64,
     now: u64,
     cool: u64,
+    epoch: u64,
 }
 
 fn micros(d: Duration) -> u64 {

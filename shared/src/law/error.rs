@@ -129,6 +129,7 @@ impl LawError {
             LawError::Malformed { .. } => "malformed",
             LawError::Gate(GateError::Unavailable(_)) => "gate_unavailable",
             LawError::Gate(GateError::WaitTooLong { .. }) => "gate_wait_too_long",
+            LawError::Gate(GateError::Unsettled { .. }) => "gate_unsettled",
         }
     }
 

@@ -30,7 +30,7 @@ use tracing::Instrument;
 use crate::config::GateConfig;
 use crate::config::LawApiConfig;
 use crate::deadline::Deadline;
-use crate::gate::Gate;
+use crate::gate::{Gate, GateError};
 use crate::policy::{BACKOFF_BASE, BACKOFF_JITTER_FRACTION, MIN_CALL_WINDOW, RETRY_AFTER_CAP};
 use crate::secret::Secret;
 use http::{Attempt, Transport};
@@ -51,7 +51,7 @@ pub struct LawClient {
 impl LawClient {
     /// A client with the key already resolved (from the environment or Secrets Manager).
     pub fn new(cfg: &LawApiConfig, oc: Secret, gate: Arc<Gate>) -> Result<Self, LawError> {
-        if oc.expose().is_empty() {
+        if oc.is_empty() {
             return Err(LawError::InvalidRequest(
                 "the law.go.kr key (LAW_API_OC) is empty".into(),
             ));
@@ -123,17 +123,25 @@ impl LawClient {
         deadline: Deadline,
     ) -> Result<Vec<u8>, LawError> {
         let gate_cfg: GateConfig = *self.gate.config();
+        let mut last_status = None;
         for attempt in 0..self.max_attempts {
             let attempts = attempt + 1;
             if !deadline.allows(MIN_CALL_WINDOW) {
                 return Err(LawError::OutOfTime { attempts: attempt });
             }
             // The slot must leave room for the call itself before the deadline.
-            let gate_deadline = match deadline.usable() {
-                Some(left) => Deadline::after(left.saturating_sub(MIN_CALL_WINDOW)),
-                None => Deadline::NONE,
-            };
-            self.gate.acquire(gate_deadline).await?;
+            match self.gate.acquire(deadline.earlier_by(MIN_CALL_WINDOW)).await {
+                Ok(_) => {}
+                // On a retry, keep what the earlier attempts learned.
+                Err(GateError::WaitTooLong { wait, .. }) if attempt > 0 => {
+                    return Err(LawError::TryLater {
+                        wait,
+                        status: last_status,
+                        attempts: attempt,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
             let span = tracing::info_span!(
                 "law.call",
                 endpoint = endpoint.name(),
@@ -162,15 +170,18 @@ impl LawClient {
                     (None, None)
                 }
             };
+            last_status = status;
             let asked = retry_after.unwrap_or(Duration::ZERO);
             let backoff = backoff(attempt);
-            let delay = asked.max(backoff) + jitter(backoff);
+            let delay = (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP);
             if status == Some(429) {
-                self.gate.defer(delay.min(RETRY_AFTER_CAP)).await?;
+                self.gate.defer(delay).await?;
             }
-            if asked > gate_cfg.max_wait {
+            // A wait past the bound is not slept here: the retry queue comes back after
+            // `delay`, which is also when the cooldown ends.
+            if delay > gate_cfg.max_wait {
                 return Err(LawError::TryLater {
-                    wait: asked,
+                    wait: delay,
                     status,
                     attempts,
                 });
