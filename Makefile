@@ -4,11 +4,12 @@ SHELL := /bin/bash
 CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 
-.PHONY: test test-only lint redis-up redis-down bench-gate deps demo help
+.PHONY: test lint redis-up redis-down bench-gate bench-queue deps demo help
 
 help:
 	@echo "make test        lint, then every test against real Redis (standalone + 3-node cluster)"
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
+	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
 	@echo "make deps        install what the tests need (redis-server, redis-tools) when missing"
 
@@ -34,6 +35,11 @@ test: lint redis-up
 bench-gate: redis-up
 	@set -a; . $(REDIS_ENV); set +a; \
 	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-gate || status=$$?; \
+	scripts/test-redis.sh down; exit $$status
+
+bench-queue: redis-up
+	@set -a; . $(REDIS_ENV); set +a; \
+	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-queue || status=$$?; \
 	scripts/test-redis.sh down; exit $$status
 
 demo:

@@ -88,8 +88,10 @@ pub const ERROR_HISTORY_LEN: usize = 10;
 /// rate one key allows, a few MB of Redis.
 pub const HISTORY_STREAM_MAXLEN: usize = 10_000;
 /// Most entries one claim moves between sets (expired leases, newly due); bounds the
-/// script's run time however large the backlog, since Redis runs scripts one at a time.
-pub const CLAIM_MOVE_LIMIT: usize = 1_000;
+/// script's run time however large the backlog (about 1 ms at this size), since Redis
+/// runs scripts one at a time and the gate waits behind them. Ten times the largest batch,
+/// so promotion always outpaces consumption.
+pub const CLAIM_MOVE_LIMIT: usize = 100;
 /// Most entries leased in one claim.
 pub const MAX_CLAIM_BATCH: usize = 100;
 /// Lease kept beyond the holder's own deadline, so a slow ack is not mistaken for a death.
