@@ -71,13 +71,14 @@ pub struct SlackWebhook {
 }
 
 impl SlackWebhook {
-    pub fn new(url: Secret, scrub: Option<Secret>) -> Self {
+    /// A notifier posting to `url`, scrubbing `scrub` (the law.go.kr key) from every message.
+    pub fn new(url: Secret, scrub: Option<Secret>) -> Result<Self, AlertError> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(ALERT_TIMEOUT)
             .build()
-            .unwrap_or_default();
-        Self { http, url, scrub }
+            .map_err(|_| AlertError::Network("HTTP client could not be built"))?;
+        Ok(Self { http, url, scrub })
     }
 
     /// The Slack message for `alerts`: plain `text`, readable in notifications.

@@ -125,7 +125,8 @@ async fn thirty_failures_dead_letter_with_exactly_one_alert_and_no_key() {
         let slack = SlackWebhook::new(
             Secret::new(format!("{}/services/T0/B0/x", hook.base_url)),
             Some(Secret::new(OC)),
-        );
+        )
+        .expect("webhook");
         let handler = Scripted::new(leaky_failure(), Duration::ZERO);
         let passes = run(&r, &handler, &slack, cfg(5, Some(40)), Deadline::NONE).await;
         let failed: u32 = passes.iter().map(|p| p.failed).sum();
@@ -172,7 +173,8 @@ async fn a_dead_webhook_never_loses_the_dead_letter() {
         let slack = SlackWebhook::new(
             Secret::new(format!("http://127.0.0.1:{}/hook", dead_port())),
             None,
-        );
+        )
+        .expect("webhook");
         let handler = Scripted::new(
             Outcome::Dead {
                 error: ErrorNote::now("not_found", "no such precedent", None),
@@ -312,5 +314,56 @@ async fn run_history_stream_keeps_sanitized_records() {
         assert_eq!((newest.len(), unreadable), (2, 0), "{topo:?}");
         assert_eq!(newest[0].message, "leaky ***", "{topo:?}: newest first, scrubbed");
         assert_eq!(newest[1].status, Some(503));
+    }
+}
+
+#[tokio::test]
+async fn jobs_are_dispatched_by_type_and_unknown_types_are_dead_lettered() {
+    use lawsync::drainer::TypeRouter;
+    let r = rig(Topology::Standalone, "router").await;
+    for (kind, id) in [
+        ("SEARCH", "20260101~20260131"),
+        ("DETAIL", "42"),
+        ("MYSTERY", "1"),
+    ] {
+        let job = Job::new(kind, id, json!({}));
+        r.queue
+            .enqueue(&job, Some(Duration::ZERO), ErrorNote::now("network", "x", None))
+            .await
+            .expect("park");
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let search = Arc::new(Scripted::new(Outcome::Done, Duration::ZERO));
+    let detail = Arc::new(Scripted::new(Outcome::Done, Duration::ZERO));
+    let router = TypeRouter::default()
+        .route("SEARCH", Shared(search.clone()))
+        .route("DETAIL", Shared(detail.clone()));
+    let passes = run(&r, &router, &LogAlerts, cfg(5, Some(1)), Deadline::NONE).await;
+    assert_eq!(
+        (passes[0].succeeded, passes[0].dead_lettered),
+        (2, 1),
+        "{passes:?}"
+    );
+    assert_eq!(
+        (
+            search.calls.load(Ordering::SeqCst),
+            detail.calls.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+    let dead = r.queue.dead(10).await.expect("dead");
+    assert_eq!(dead[0].id, "MYSTERY:1");
+    assert_eq!(
+        dead[0].last_error.as_ref().map(|e| e.kind.as_str()),
+        Some("unknown_type")
+    );
+}
+
+/// Lets a test keep a handle on a handler it gives away.
+struct Shared(Arc<Scripted>);
+
+impl JobHandler for Shared {
+    fn handle<'a>(&'a self, job: &'a Job, deadline: Deadline) -> BoxFuture<'a, Outcome> {
+        self.0.handle(job, deadline)
     }
 }
