@@ -7,7 +7,11 @@
     KEYS[5] lease (hash id -> token)   KEYS[6] jobs   KEYS[7] count   KEYS[8] errors
     KEYS[9] seq (string counter for lease tokens)
     ARGV[1] k (>= 1)   ARGV[2] lease length, ms   ARGV[3] most jobs moved per step
-  Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... } ]]
+    ARGV[4] a random nonce: tokens are nonce:counter, so a counter that went back (a lossy
+            failover) cannot recreate a stale holder's token
+  Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... }
+    job is '' when the entry's job is missing: the caller dead-letters it as corrupt.
+  An id whose first-failure score is missing is indexed at now rather than dropped. ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -16,9 +20,11 @@ local limit = tonumber(ARGV[3])
 
 local function to_ready(id)
   local first = rcall('ZSCORE', KEYS[4], id)
-  if first then
-    rcall('ZADD', KEYS[2], first, id)
+  if not first then
+    first = now
+    rcall('ZADD', KEYS[4], first, id)
   end
+  rcall('ZADD', KEYS[2], first, id)
 end
 
 local expired = rcall('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
@@ -38,18 +44,15 @@ local picked = rcall('ZRANGE', KEYS[2], 0, k - 1, 'WITHSCORES')
 for i = 1, #picked, 2 do
   local id, first = picked[i], picked[i + 1]
   rcall('ZREM', KEYS[2], id)
-  local job = rcall('HGET', KEYS[6], id)
-  if job then
-    local token = rcall('INCR', KEYS[9])
-    rcall('ZADD', KEYS[3], now + tonumber(ARGV[2]), id)
-    rcall('HSET', KEYS[5], id, token)
-    local n = #out
-    out[n + 1] = id
-    out[n + 2] = token
-    out[n + 3] = job
-    out[n + 4] = rcall('HGET', KEYS[7], id) or '0'
-    out[n + 5] = first
-    out[n + 6] = rcall('HGET', KEYS[8], id) or '[]'
-  end
+  local token = ARGV[4] .. ':' .. rcall('INCR', KEYS[9])
+  rcall('ZADD', KEYS[3], now + tonumber(ARGV[2]), id)
+  rcall('HSET', KEYS[5], id, token)
+  local n = #out
+  out[n + 1] = id
+  out[n + 2] = token
+  out[n + 3] = rcall('HGET', KEYS[6], id) or ''
+  out[n + 4] = rcall('HGET', KEYS[7], id) or '0'
+  out[n + 5] = first
+  out[n + 6] = rcall('HGET', KEYS[8], id) or '[]'
 end
 return out

@@ -1,8 +1,11 @@
 --[[ queue_redrive: put dead letters back as fresh entries, due now, retryCount 0.
   Input:
     KEYS[1] dead  KEYS[2] first  KEYS[3] waiting  KEYS[4] count  KEYS[5] jobs
-    ARGV[1] id, or '' for the oldest dead letters   ARGV[2] most to redrive
-  Output: number of entries redriven (0 when the id is not a dead letter) ]]
+    KEYS[6] errors  KEYS[7] alerts
+    ARGV[1] id, or '' for the oldest dead letters   ARGV[2] most to take (the caller
+            bounds it, so one call never blocks Redis for long)
+  Output: { redriven, removed }  removed: dead ids without a stored job (nothing to
+          redrive), cleaned away ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -12,13 +15,21 @@ if ARGV[1] ~= '' then
 else
   ids = rcall('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 end
-local n = 0
+local n, removed = 0, 0
 for _, id in ipairs(ids) do
-  if rcall('ZREM', KEYS[1], id) == 1 and rcall('HEXISTS', KEYS[5], id) == 1 then
-    rcall('HSET', KEYS[4], id, 0)
-    rcall('ZADD', KEYS[2], now, id)
-    rcall('ZADD', KEYS[3], now, id)
-    n = n + 1
+  if rcall('ZSCORE', KEYS[1], id) then
+    rcall('ZREM', KEYS[1], id)
+    rcall('ZREM', KEYS[7], id)
+    if rcall('HEXISTS', KEYS[5], id) == 1 then
+      rcall('HSET', KEYS[4], id, 0)
+      rcall('ZADD', KEYS[2], now, id)
+      rcall('ZADD', KEYS[3], now, id)
+      n = n + 1
+    else
+      rcall('HDEL', KEYS[4], id)
+      rcall('HDEL', KEYS[6], id)
+      removed = removed + 1
+    end
   end
 end
-return n
+return { n, removed }

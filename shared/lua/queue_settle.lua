@@ -4,6 +4,7 @@
   Input:
     KEYS[1] leased  KEYS[2] lease  KEYS[3] jobs  KEYS[4] count  KEYS[5] errors
     KEYS[6] first   KEYS[7] waiting  KEYS[8] ready  KEYS[9] dead
+    KEYS[10] alerts (zset: dead letters whose alert is not yet delivered)
     ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release
     ARGV[4] retryCount after this outcome (retry, dead)
     ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry)
@@ -31,11 +32,14 @@ elseif action == 'dead' then
   rcall('HSET', KEYS[5], id, ARGV[5])
   rcall('ZREM', KEYS[6], id)
   rcall('ZADD', KEYS[9], now, id)
+  rcall('ZADD', KEYS[10], now, id)
 elseif action == 'release' then
   local first = rcall('ZSCORE', KEYS[6], id)
-  if first then
-    rcall('ZADD', KEYS[8], first, id)
+  if not first then
+    first = now
+    rcall('ZADD', KEYS[6], first, id)
   end
+  rcall('ZADD', KEYS[8], first, id)
 else
   return redis.error_reply('BADACTION ' .. tostring(action))
 end

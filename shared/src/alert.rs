@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::law::BoxFuture;
-use crate::policy::ALERT_TIMEOUT;
+use crate::policy::{ALERT_TIMEOUT, MAX_ERROR_TEXT};
 use crate::queue::ErrorNote;
 use crate::secret::Secret;
 
@@ -81,22 +81,26 @@ impl SlackWebhook {
         Ok(Self { http, url, scrub })
     }
 
-    /// The Slack message for `alerts`: plain `text`, readable in notifications.
+    /// The Slack message for `alerts`: plain `text`, readable in notifications. Every text
+    /// taken from an entry is escaped (`&`, `<`, `>`), so an identity such as `<!channel>`
+    /// cannot mention anyone, and cut to a bounded length.
     pub fn message(&self, env: &str, alerts: &[DeadLetterAlert]) -> serde_json::Value {
+        let plural = if alerts.len() == 1 { "y" } else { "ies" };
         let mut text = format!(
-            "lawsync [{env}]: {} retry entr{} moved to the dead letters",
-            alerts.len(),
-            if alerts.len() == 1 { "y" } else { "ies" }
+            "lawsync [{}]: {} retry entr{plural} moved to the dead letters",
+            escape(env),
+            alerts.len()
         );
         for a in alerts {
             let first = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(a.first_failed_at_ms));
             let last = a
                 .last_error
                 .as_ref()
-                .map_or("no error recorded".to_owned(), |e| e.message.clone());
+                .map_or("no error recorded".to_owned(), |e| escape(&e.message));
             text.push_str(&format!(
                 "\n• `{}`: {} failures since {first}; last: {last}",
-                a.id, a.retry_count
+                escape(&a.id),
+                a.retry_count
             ));
         }
         text.push_str("\nInspect with `lawsync queue dead`; retry with `lawsync queue redrive`.");
@@ -105,6 +109,21 @@ impl SlackWebhook {
         }
         serde_json::json!({ "text": text })
     }
+}
+
+/// Slack's three control characters, escaped as its docs ask; control characters dropped;
+/// at most [`MAX_ERROR_TEXT`] characters.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars().filter(|c| !c.is_control()).take(MAX_ERROR_TEXT) {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 impl AlertSink for SlackWebhook {
@@ -136,5 +155,40 @@ impl AlertSink for SlackWebhook {
                 Err(AlertError::Status(response.status().as_u16()))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slack_text_is_escaped_cut_and_scrubbed() {
+        let hook = SlackWebhook::new(
+            Secret::new("https://hooks.example/x"),
+            Some(Secret::new("KEY123")),
+        )
+        .expect("hook");
+        let alert = DeadLetterAlert {
+            id: "DETAIL:<!channel>".into(),
+            retry_count: 30,
+            first_failed_at_ms: 1_764_000_000_000,
+            last_error: Some(ErrorNote::now(
+                "http_status",
+                format!("a & b KEY123 {}", "x".repeat(2000)),
+                Some(503),
+            )),
+        };
+        let text = hook.message("prod", &[alert])["text"]
+            .as_str()
+            .expect("text")
+            .to_owned();
+        assert!(
+            text.contains("&lt;!channel&gt;") && !text.contains("<!channel>"),
+            "{text}"
+        );
+        assert!(text.contains("a &amp; b ***"), "{text}");
+        assert!(!text.contains("KEY123"));
+        assert!(text.len() < 1200, "cut to a bounded length: {}", text.len());
     }
 }

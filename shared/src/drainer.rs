@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-use crate::alert::{AlertSink, DeadLetterAlert};
+use crate::alert::{AlertError, AlertSink, DeadLetterAlert};
 use crate::deadline::Deadline;
 use crate::law::BoxFuture;
 use crate::lock::RunnerLock;
-use crate::policy::{DEFAULT_LEASE, LEASE_MARGIN, MAX_CLAIM_BATCH, MIN_CALL_WINDOW};
+use crate::policy::{
+    ALERT_TIMEOUT, ALERTS_PER_PASS, DEFAULT_LEASE, LEASE_MARGIN, MAX_CLAIM_BATCH, MIN_CALL_WINDOW,
+};
 use crate::queue::{ErrorNote, Job, Leased, RetryQueue, Settled};
 use crate::store::StoreError;
 
@@ -103,7 +105,7 @@ pub struct PassReport {
     pub skipped: u32,
     /// Entries that came back from an expired lease during this pass's claim.
     pub reclaimed: u32,
-    /// Whether the dead-letter alert was delivered (`None`: nothing to alert).
+    /// Whether the pending dead-letter alert was delivered (`None`: nothing to alert).
     pub alert_delivered: Option<bool>,
     /// Milliseconds from the run's start to this pass's start and end.
     pub started_ms: u64,
@@ -153,10 +155,8 @@ impl Drainer<'_> {
         let mut passes = Vec::new();
         let result = async {
             loop {
-                let pass = self
-                    .pass(deadline, start)
-                    .instrument(tracing::info_span!("drainer.pass", n = passes.len() + 1))
-                    .await?;
+                let span = tracing::info_span!("drainer.pass", n = passes.len() + 1);
+                let pass = self.pass(deadline, start).instrument(span).await?;
                 tracing::info!(
                     claimed = pass.claimed,
                     succeeded = pass.succeeded,
@@ -189,58 +189,78 @@ impl Drainer<'_> {
             started_ms: start.elapsed().as_millis() as u64,
             ..PassReport::default()
         };
-        let budget = deadline.usable();
-        let batch = budget.map_or(MAX_CLAIM_BATCH, |b| {
-            (b.saturating_sub(MIN_CALL_WINDOW).as_millis() / self.cfg.time_per_job.as_millis().max(1))
-                as usize
-        });
-        if batch == 0 {
-            report.ended_ms = start.elapsed().as_millis() as u64;
-            return Ok(report);
-        }
-        let lease = budget.map_or(DEFAULT_LEASE, |b| b + LEASE_MARGIN);
-        let claim = self.queue.claim(batch.min(MAX_CLAIM_BATCH), lease).await?;
-        report.claimed = claim.entries.len() as u32;
-        report.reclaimed = claim.reclaimed;
-        let mut dead: Vec<DeadLetterAlert> = claim
-            .corrupt
-            .iter()
-            .map(|id| DeadLetterAlert {
-                id: id.clone(),
-                retry_count: 0,
-                first_failed_at_ms: 0,
-                last_error: None,
-            })
-            .collect();
-        report.dead_lettered += dead.len() as u32;
-        let mut entries = claim.entries.into_iter();
-        for leased in entries.by_ref() {
-            if !deadline.allows(MIN_CALL_WINDOW) {
+        // Leases outlive the invocation by a margin; without a deadline (the CLI), work stops
+        // a margin before the lease ends, so no job runs after another drainer could own it.
+        let lease = deadline.usable().map_or(DEFAULT_LEASE, |b| b + LEASE_MARGIN);
+        let work_until = deadline.min(Deadline::after(lease.saturating_sub(LEASE_MARGIN)));
+        let budget = work_until
+            .usable()
+            .unwrap_or(lease)
+            .saturating_sub(MIN_CALL_WINDOW);
+        let batch = (budget.as_millis() / self.cfg.time_per_job.as_millis().max(1)) as usize;
+        if batch > 0 {
+            let claim = self.queue.claim(batch.min(MAX_CLAIM_BATCH), lease).await?;
+            report.claimed = claim.entries.len() as u32;
+            report.reclaimed = claim.reclaimed;
+            report.dead_lettered += claim.corrupt.len() as u32;
+            let mut entries = claim.entries.into_iter();
+            for leased in entries.by_ref() {
+                if !work_until.allows(MIN_CALL_WINDOW) {
+                    self.skip(&leased, &mut report).await?;
+                    break;
+                }
+                let span =
+                    tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
+                let outcome = self
+                    .handler
+                    .handle(&leased.job, work_until)
+                    .instrument(span.clone())
+                    .await;
+                self.settle(&leased, outcome, &mut report)
+                    .instrument(span)
+                    .await?;
+            }
+            for leased in entries {
                 self.skip(&leased, &mut report).await?;
-                break;
             }
-            let span = tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
-            let outcome = self
-                .handler
-                .handle(&leased.job, deadline)
-                .instrument(span.clone())
-                .await;
-            self.settle(&leased, outcome, &mut report, &mut dead)
-                .instrument(span)
-                .await?;
         }
-        for leased in entries {
-            self.skip(&leased, &mut report).await?;
-        }
-        if !dead.is_empty() {
-            let delivered = self.alerts.dead_lettered(self.env, &dead).await;
-            if let Err(e) = &delivered {
-                tracing::error!(error = %e, dead = dead.len(), "drainer: dead-letter alert not delivered; the dead letters are kept");
-            }
-            report.alert_delivered = Some(delivered.is_ok());
-        }
+        report.alert_delivered = self.flush_alerts(deadline).await?;
         report.ended_ms = start.elapsed().as_millis() as u64;
         Ok(report)
+    }
+
+    /// Sends one grouped alert for the dead letters not yet alerted (this pass's and any an
+    /// earlier pass could not deliver), and marks them delivered only on success.
+    async fn flush_alerts(&self, deadline: Deadline) -> Result<Option<bool>, StoreError> {
+        let pending = self.queue.pending_alerts(ALERTS_PER_PASS).await?;
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let alerts: Vec<DeadLetterAlert> = pending
+            .iter()
+            .map(|v| DeadLetterAlert {
+                id: v.id.clone(),
+                retry_count: v.retry_count,
+                first_failed_at_ms: v.first_error_at_ms.unwrap_or(v.since_ms),
+                last_error: v.last_error.clone(),
+            })
+            .collect();
+        let bound = deadline.cap(ALERT_TIMEOUT);
+        let sent = match tokio::time::timeout(bound, self.alerts.dead_lettered(self.env, &alerts)).await {
+            Ok(r) => r,
+            Err(_) => Err(AlertError::Network("timed out")),
+        };
+        match sent {
+            Ok(()) => {
+                let ids: Vec<String> = alerts.into_iter().map(|a| a.id).collect();
+                self.queue.alerts_delivered(&ids).await?;
+                Ok(Some(true))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, dead = alerts.len(), "drainer: dead-letter alert not delivered; kept for the next pass");
+                Ok(Some(false))
+            }
+        }
     }
 
     async fn skip(&self, leased: &Leased, report: &mut PassReport) -> Result<(), StoreError> {
@@ -254,14 +274,7 @@ impl Drainer<'_> {
         leased: &Leased,
         outcome: Outcome,
         report: &mut PassReport,
-        dead: &mut Vec<DeadLetterAlert>,
     ) -> Result<(), StoreError> {
-        let alert = |error: ErrorNote, count: u32| DeadLetterAlert {
-            id: leased.id.clone(),
-            retry_count: count,
-            first_failed_at_ms: leased.first_failed_at_ms,
-            last_error: Some(error),
-        };
         match outcome {
             Outcome::Done => {
                 if self.queue.ack(leased).await? {
@@ -271,27 +284,29 @@ impl Drainer<'_> {
                     report.skipped += 1;
                 }
             }
-            Outcome::Retry { error, after } => match self
-                .queue
-                .fail(leased, error.clone(), after, self.cfg.max_attempts)
-                .await?
-            {
-                Settled::Rescheduled { due_in } => {
-                    tracing::info!(due_in_ms = due_in.as_millis() as u64, kind = %error.kind, "drainer: job failed again; rescheduled");
-                    report.failed += 1;
+            Outcome::Retry { error, after } => {
+                let kind = error.kind.clone();
+                match self
+                    .queue
+                    .fail(leased, error, after, self.cfg.max_attempts)
+                    .await?
+                {
+                    Settled::Rescheduled { due_in } => {
+                        tracing::info!(due_in_ms = due_in.as_millis() as u64, kind = %kind, "drainer: job failed again; rescheduled");
+                        report.failed += 1;
+                    }
+                    Settled::Dead => {
+                        tracing::error!(kind = %kind, "drainer: job dead-lettered after its last retry");
+                        report.dead_lettered += 1;
+                    }
+                    Settled::LeaseLost => report.skipped += 1,
                 }
-                Settled::Dead => {
-                    tracing::error!(kind = %error.kind, "drainer: job dead-lettered after its last retry");
-                    report.dead_lettered += 1;
-                    dead.push(alert(error, leased.retry_count + 1));
-                }
-                Settled::LeaseLost => report.skipped += 1,
-            },
+            }
             Outcome::Dead { error } => {
-                if self.queue.dead_letter(leased, error.clone()).await? {
-                    tracing::error!(kind = %error.kind, "drainer: job failed permanently; dead-lettered");
+                let kind = error.kind.clone();
+                if self.queue.dead_letter(leased, error).await? {
+                    tracing::error!(kind = %kind, "drainer: job failed permanently; dead-lettered");
                     report.dead_lettered += 1;
-                    dead.push(alert(error, leased.retry_count + 1));
                 } else {
                     report.skipped += 1;
                 }

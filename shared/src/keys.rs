@@ -45,6 +45,7 @@ impl Namespace {
             leased: k("leased"),
             lease: k("lease"),
             dead: k("dead"),
+            alerts: k("alerts"),
             seq: k("seq"),
         }
     }
@@ -81,6 +82,8 @@ pub struct QueueKeys {
     pub lease: String,
     /// Sorted set: dead letters, by the time they died (ms).
     pub dead: String,
+    /// Sorted set: dead letters whose alert is not delivered yet, by the time they died.
+    pub alerts: String,
     /// Counter for lease tokens.
     pub seq: String,
 }

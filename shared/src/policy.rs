@@ -88,12 +88,20 @@ pub const ERROR_HISTORY_LEN: usize = 10;
 /// rate one key allows, a few MB of Redis.
 pub const HISTORY_STREAM_MAXLEN: usize = 10_000;
 /// Most entries one claim moves between sets (expired leases, newly due); bounds the
-/// script's run time however large the backlog (about 1 ms at this size), since Redis
-/// runs scripts one at a time and the gate waits behind them. Ten times the largest batch,
-/// so promotion always outpaces consumption.
-pub const CLAIM_MOVE_LIMIT: usize = 100;
-/// Most entries leased in one claim.
-pub const MAX_CLAIM_BATCH: usize = 100;
+/// script's run time however large the backlog (a millisecond or two), since Redis runs
+/// scripts one at a time and the gate waits behind them. Four times the largest batch, so
+/// promotion outpaces consumption; while a huge due backlog is being promoted, the
+/// oldest-first order holds among the promoted entries.
+pub const CLAIM_MOVE_LIMIT: usize = 200;
+/// Most entries leased in one claim: a 60 s drainer at one call per second cannot work more.
+pub const MAX_CLAIM_BATCH: usize = 50;
+/// Most dead letters one redrive script takes; `redrive` loops, so one call never blocks
+/// Redis for long however many there are.
+pub const REDRIVE_BATCH: usize = 500;
+/// Longest error text kept with an entry or sent in an alert; longer ones are cut.
+pub const MAX_ERROR_TEXT: usize = 500;
+/// Pending dead-letter alerts sent per pass.
+pub const ALERTS_PER_PASS: usize = 50;
 /// Lease kept beyond the holder's own deadline, so a slow ack is not mistaken for a death.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 /// Lease when the holder has no deadline (the CLI).

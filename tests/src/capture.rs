@@ -1,5 +1,6 @@
-//! Captures everything tracing emits during a test, at every level and from every crate
-//! (reqwest, hyper and redis included), as JSON lines with span fields.
+//! Captures everything tracing emits during a test binary's run, at every level and from
+//! every crate (reqwest, hyper and redis included, through the `log` bridge), as JSON
+//! lines with span fields.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -34,25 +35,28 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
-/// Installs a TRACE-level JSON subscriber for the current thread (use it in a
-/// current-thread runtime so every task logs into it). Keep the guard alive.
+/// Installs, once per test binary, a TRACE-level JSON subscriber as the global default,
+/// writing into one shared buffer, with the `log` bridge; returns that buffer.
 ///
-/// reqwest and redis log through the `log` crate, so a `log` → tracing bridge is
-/// installed too (once per process), as a production subscriber's `init()` would.
-pub fn capture_all() -> (Captured, tracing::subscriber::DefaultGuard) {
-    static BRIDGE: std::sync::Once = std::sync::Once::new();
-    BRIDGE.call_once(|| {
-        let _ = tracing_log::LogTracer::init();
-    });
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .with_max_level(tracing::Level::TRACE)
-        .with_current_span(true)
-        .with_span_list(true)
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
-        .with_writer(captured.clone())
-        .finish();
-    let guard = tracing::subscriber::set_default(subscriber);
-    (captured, guard)
+/// Global rather than per thread: tracing caches each callsite's interest, and with
+/// thread-scoped subscribers in a binary whose tests run in parallel, a callsite first
+/// hit on another thread can stay disabled. Call it before the code under test logs.
+pub fn capture_global() -> Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED
+        .get_or_init(|| {
+            let captured = Captured::default();
+            let _ = tracing_log::LogTracer::init();
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .with_max_level(tracing::Level::TRACE)
+                .with_current_span(true)
+                .with_span_list(true)
+                .with_span_events(tracing_subscriber::fmt::format::FmtSpan::FULL)
+                .with_writer(captured.clone())
+                .finish();
+            let _ = tracing::subscriber::set_global_default(subscriber);
+            captured
+        })
+        .clone()
 }

@@ -34,6 +34,8 @@ fn law_config(base: &str, extra: &[(&str, &str)]) -> LawApiConfig {
 
 /// A client whose gate follows the configuration, on the shared standalone test Redis.
 async fn client_for(base: &str, extra: &[(&str, &str)]) -> LawClient {
+    // Every test of this binary logs into one capture, searched by the leak test.
+    lawsync_tests::capture::capture_global();
     let cfg = config(base, extra);
     let gate = Arc::new(Gate::new(
         Topology::Standalone.connect().await,
@@ -620,8 +622,8 @@ async fn a_dead_redis_means_no_call() {
 
 #[tokio::test]
 async fn no_failure_leaks_the_key_or_a_body() {
-    // A current-thread runtime: every task logs into this thread's capture.
-    let (captured, _guard) = lawsync_tests::capture::capture_all();
+    // The binary-wide capture: it holds this test's output and every other test's here.
+    let captured = lawsync_tests::capture::capture_global();
     let mut errors = Vec::new();
     let mut replies: Vec<Reply> = bad_200s().into_iter().map(|(_, r, _)| r).collect();
     replies.extend([

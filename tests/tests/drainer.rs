@@ -184,6 +184,19 @@ async fn a_dead_webhook_never_loses_the_dead_letter() {
         let passes = run(&r, &handler, &slack, cfg(5, Some(1)), Deadline::NONE).await;
         assert_eq!(passes[0].dead_lettered, 2);
         assert_eq!(passes[0].alert_delivered, Some(false), "{topo:?}");
+        // The alert is owed, not forgotten: the next pass (with the webhook back) sends it.
+        assert_eq!(
+            r.queue.pending_alerts(10).await.expect("pending").len(),
+            2,
+            "{topo:?}"
+        );
+        let hook = Upstream::start(vec![], Reply::status(200).text("ok")).await;
+        let slack = SlackWebhook::new(Secret::new(format!("{}/hook", hook.base_url)), None).expect("webhook");
+        let passes = run(&r, &handler, &slack, cfg(5, Some(1)), Deadline::NONE).await;
+        assert_eq!(passes[0].alert_delivered, Some(true), "{topo:?}");
+        assert_eq!(hook.seen().len(), 1);
+        assert!(hook.seen()[0].body.contains("DETAIL:0") && hook.seen()[0].body.contains("DETAIL:1"));
+        assert!(r.queue.pending_alerts(10).await.expect("pending").is_empty());
         assert_eq!(
             r.queue.stats().await.expect("stats").dead,
             2,

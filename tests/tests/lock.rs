@@ -12,7 +12,7 @@ async fn one_holder_token_checked_and_expiring() {
         let a = RunnerLock::new(topo.connect().await, key.clone());
         let b = RunnerLock::new(topo.connect().await, key.clone());
         let held_a = a
-            .try_acquire(Duration::from_millis(300))
+            .try_acquire(Duration::from_millis(1000))
             .await
             .expect("acquire")
             .expect("free");
@@ -24,11 +24,11 @@ async fn one_holder_token_checked_and_expiring() {
             "{topo:?}: two holders"
         );
         assert!(
-            a.extend(&held_a, Duration::from_millis(300))
+            a.extend(&held_a, Duration::from_millis(1000))
                 .await
                 .expect("extend")
         );
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        tokio::time::sleep(Duration::from_millis(1300)).await;
         assert_eq!(
             a.holder_ttl().await.expect("ttl"),
             None,

@@ -57,23 +57,23 @@ async fn due_entries_come_oldest_first_failure_first_and_never_early() {
     for topo in Topology::ALL {
         let q = queue(topo, &unique_ns("order"), fast()).await;
         // P failed first but asked for a longer wait; Q failed later and is due sooner.
-        q.enqueue(&detail(1), Some(Duration::from_millis(300)), note("p"))
+        q.enqueue(&detail(1), Some(Duration::from_millis(1500)), note("p"))
             .await
             .expect("p");
         tokio::time::sleep(Duration::from_millis(5)).await;
-        q.enqueue(&detail(2), Some(Duration::from_millis(50)), note("q"))
+        q.enqueue(&detail(2), Some(Duration::from_millis(100)), note("q"))
             .await
             .expect("q");
         assert!(
             q.claim(10, LEASE).await.expect("claim").entries.is_empty(),
             "{topo:?}: claimed before due"
         );
-        tokio::time::sleep(Duration::from_millis(120)).await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
         let early = q.claim(10, LEASE).await.expect("claim");
         let ids: Vec<&str> = early.entries.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["DETAIL:2"], "{topo:?}: only Q is due");
         q.release(&early.entries[0]).await.expect("release");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(1600)).await;
         let both = q.claim(10, LEASE).await.expect("claim");
         let ids: Vec<&str> = both.entries.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(
@@ -137,7 +137,7 @@ async fn a_dead_drainers_lease_expires_and_its_late_ack_is_refused() {
             .expect("enqueue");
         tokio::time::sleep(Duration::from_millis(10)).await;
         let dead_drainer = q
-            .claim(1, Duration::from_millis(200))
+            .claim(1, Duration::from_millis(1000))
             .await
             .expect("claim")
             .entries;
@@ -147,7 +147,7 @@ async fn a_dead_drainers_lease_expires_and_its_late_ack_is_refused() {
             q.claim(1, LEASE).await.expect("claim").entries.is_empty(),
             "{topo:?}"
         );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(Duration::from_millis(1300)).await;
         let second = q.claim(1, LEASE).await.expect("claim");
         assert_eq!(second.reclaimed, 1, "{topo:?}");
         assert_eq!(second.entries.len(), 1);
@@ -293,4 +293,141 @@ async fn an_unreadable_entry_is_dead_lettered_not_lost() {
             Some("corrupt_entry")
         );
     }
+}
+
+#[tokio::test]
+async fn enqueue_while_leased_changes_nothing_and_retry_after_is_honoured() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("leased"), fast()).await;
+        q.enqueue(&detail(8), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let leased = q.claim(1, LEASE).await.expect("claim").entries;
+        assert_eq!(
+            q.enqueue(&detail(8), None, note("again")).await.expect("enqueue"),
+            Enqueued::AlreadyQueued
+        );
+        let settled = q
+            .fail(&leased[0], note("503"), Some(Duration::from_secs(120)), 30)
+            .await
+            .expect("fail");
+        let Settled::Rescheduled { due_in } = settled else {
+            panic!("{topo:?}: {settled:?}")
+        };
+        assert!(
+            due_in >= Duration::from_secs(120),
+            "{topo:?}: Retry-After not honoured: {due_in:?}"
+        );
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(
+            (stats.depth, stats.due_now, stats.in_flight),
+            (1, 0, 0),
+            "{topo:?}: {stats:?}"
+        );
+        assert!(
+            stats.next_due_in.is_some_and(|d| d > Duration::from_secs(110)),
+            "{stats:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_counts_as_due_not_in_flight() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("expired"), fast()).await;
+        q.enqueue(&detail(9), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        q.claim(1, Duration::from_millis(50)).await.expect("claim");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stats = q.stats().await.expect("stats");
+        assert_eq!((stats.due_now, stats.in_flight), (1, 0), "{topo:?}: {stats:?}");
+    }
+}
+
+#[tokio::test]
+async fn entries_missing_a_part_are_neither_lost_nor_haunting() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("parts");
+        let k = ns.queue();
+        let q = queue(topo, &ns, fast()).await;
+        let mut conn = topo.connect().await;
+        // One entry loses its first-failure index, another its job.
+        q.enqueue(&detail(1), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        q.enqueue(&detail(2), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        let _: () = redis::cmd("ZREM")
+            .arg(&k.first)
+            .arg("DETAIL:1")
+            .query_async(&mut conn)
+            .await
+            .expect("zrem");
+        let _: () = redis::cmd("HDEL")
+            .arg(&k.jobs)
+            .arg("DETAIL:2")
+            .query_async(&mut conn)
+            .await
+            .expect("hdel");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let c = q.claim(10, LEASE).await.expect("claim");
+        let ids: Vec<&str> = c.entries.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["DETAIL:1"],
+            "{topo:?}: the entry without an index is still claimed"
+        );
+        assert_eq!(
+            c.corrupt,
+            ["DETAIL:2"],
+            "{topo:?}: the entry without a job is dead-lettered"
+        );
+        assert!(q.ack(&c.entries[0]).await.expect("ack"));
+        let dead = q.dead(10).await.expect("dead");
+        assert_eq!((dead.len(), dead[0].retry_count), (1, 1), "{topo:?}: {dead:?}");
+        assert_eq!(
+            dead[0].last_error.as_ref().map(|e| e.kind.as_str()),
+            Some("corrupt_entry")
+        );
+        let stats = q.stats().await.expect("stats");
+        assert_eq!(
+            (stats.depth, stats.dead),
+            (0, 1),
+            "{topo:?}: nothing haunts the live set: {stats:?}"
+        );
+        // Redriving a dead letter whose job is gone cleans it away instead of reviving a ghost.
+        assert_eq!(q.redrive(None, 10).await.expect("redrive"), 0);
+        assert_eq!(q.stats().await.expect("stats").dead, 0, "{topo:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_large_redrive_runs_in_bounded_steps() {
+    let topo = Topology::Standalone;
+    let q = queue(topo, &unique_ns("bulk"), fast()).await;
+    for i in 0..1_200 {
+        q.enqueue(&detail(i), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    loop {
+        let c = q.claim(50, LEASE).await.expect("claim");
+        if c.entries.is_empty() {
+            break;
+        }
+        for e in &c.entries {
+            q.dead_letter(e, note("permanent")).await.expect("dead");
+        }
+    }
+    assert_eq!(q.stats().await.expect("stats").dead, 1_200);
+    // More than one script's worth (500): the Rust side loops.
+    assert_eq!(q.redrive(None, 1_000).await.expect("redrive"), 1_000);
+    assert_eq!(q.redrive(None, usize::MAX).await.expect("redrive"), 200);
+    let stats = q.stats().await.expect("stats");
+    assert_eq!((stats.dead, stats.depth), (0, 1_200));
 }

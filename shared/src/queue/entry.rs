@@ -115,6 +115,8 @@ pub struct EntryView {
     pub retry_count: u32,
     /// Epoch ms: first failure for live entries, death for dead letters.
     pub since_ms: u64,
+    /// Epoch ms of the oldest error kept in its history.
+    pub first_error_at_ms: Option<u64>,
     pub last_error: Option<ErrorNote>,
 }
 

@@ -11,7 +11,8 @@
 //! Every transition is one Lua script over keys sharing one hash tag (see [`crate::keys`]),
 //! so it runs on a Redis Cluster. A claim costs O(log N) per entry it moves, never a read of
 //! the whole set. Only the holder of an entry's current lease token can settle it, so a
-//! drainer whose lease ran out cannot ack work another drainer now owns.
+//! drainer whose lease ran out cannot ack work another drainer now owns. A dead letter also
+//! enters the pending-alert set, which the drainer empties only once an alert is delivered.
 
 mod entry;
 pub(crate) mod scripts;
@@ -24,7 +25,8 @@ use rand::Rng;
 
 use crate::keys::{Namespace, QueueKeys};
 use crate::policy::{
-    CLAIM_MOVE_LIMIT, ERROR_HISTORY_LEN, MAX_CLAIM_BATCH, RETRY_BACKOFF_BASE, RETRY_BACKOFF_CAP,
+    BACKOFF_JITTER_FRACTION, CLAIM_MOVE_LIMIT, ERROR_HISTORY_LEN, MAX_CLAIM_BATCH, MAX_ERROR_TEXT,
+    REDRIVE_BATCH, RETRY_AFTER_CAP, RETRY_BACKOFF_BASE, RETRY_BACKOFF_CAP,
 };
 use crate::secret::Secret;
 use crate::store::{RedisConn, StoreError};
@@ -34,7 +36,7 @@ use crate::store::{RedisConn, StoreError};
 pub enum Enqueued {
     /// A new entry, first retried after `due_in`.
     Queued { due_in: Duration },
-    /// The same job is already queued; nothing changed.
+    /// The same job is already queued (waiting, due or leased); nothing changed.
     AlreadyQueued,
     /// The same job is a dead letter; nothing changed (redrive it).
     AlreadyDead,
@@ -63,19 +65,6 @@ pub struct Claim {
     pub corrupt: Vec<String>,
 }
 
-/// Values of one hash field per id, `None` where absent.
-type Fields = Vec<Option<String>>;
-
-/// The retry queue of one namespace.
-#[derive(Debug, Clone)]
-pub struct RetryQueue {
-    conn: RedisConn,
-    keys: QueueKeys,
-    /// Scrubbed from every stored error text: defence in depth behind sanitized errors.
-    secret: Option<Secret>,
-    backoff: Backoff,
-}
-
 /// The retry schedule: `base` doubled per failure, capped at `cap`, jittered upward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
@@ -93,13 +82,29 @@ impl Default for Backoff {
 }
 
 impl Backoff {
-    /// Delay before retry number `count + 1`, plus up to 20 % upward jitter; never less
-    /// than `retry_after`.
+    /// Delay before retry number `count + 1`: the backoff, or `retry_after` when that is
+    /// longer, plus up to 20 % upward jitter (so entries told to wait alike do not fall due
+    /// together), never beyond [`RETRY_AFTER_CAP`].
     pub fn delay(&self, count: u32, retry_after: Option<Duration>) -> Duration {
         let base = self.base.saturating_mul(1u32 << count.min(20)).min(self.cap);
-        let jitter = base.mul_f64(rand::rng().random_range(0.0..=crate::policy::BACKOFF_JITTER_FRACTION));
-        (base + jitter).max(retry_after.unwrap_or(Duration::ZERO))
+        let wait = base
+            .max(retry_after.unwrap_or(Duration::ZERO))
+            .min(RETRY_AFTER_CAP);
+        (wait + wait.mul_f64(rand::rng().random_range(0.0..=BACKOFF_JITTER_FRACTION))).min(RETRY_AFTER_CAP)
     }
+}
+
+/// Values of one hash field per id, `None` where absent.
+type Fields = Vec<Option<String>>;
+
+/// The retry queue of one namespace.
+#[derive(Debug, Clone)]
+pub struct RetryQueue {
+    conn: RedisConn,
+    keys: QueueKeys,
+    /// Scrubbed from every stored error text: defence in depth behind sanitized errors.
+    secret: Option<Secret>,
+    backoff: Backoff,
 }
 
 impl RetryQueue {
@@ -112,15 +117,15 @@ impl RetryQueue {
         }
     }
 
-    /// Uses another retry schedule (tests and the demo use short ones).
-    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
-        self.backoff = backoff;
-        self
-    }
-
     /// Replaces every occurrence of `secret` in stored error texts with `***`.
     pub fn with_secret(mut self, secret: Secret) -> Self {
         self.secret = Some(secret);
+        self
+    }
+
+    /// Uses another retry schedule (tests and the demo use short ones).
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
         self
     }
 
@@ -147,7 +152,7 @@ impl RetryQueue {
             .key(&k.dead)
             .arg(job.id())
             .arg(job_json)
-            .arg(delay.as_millis() as u64)
+            .arg(ms(delay))
             .arg(history)
             .invoke_async(&mut self.conn.clone())
             .await?;
@@ -162,6 +167,7 @@ impl RetryQueue {
     pub async fn claim(&self, k: usize, lease: Duration) -> Result<Claim, StoreError> {
         let k = k.clamp(1, MAX_CLAIM_BATCH);
         let q = &self.keys;
+        let nonce = format!("{:016x}", rand::rng().random::<u64>());
         let reply: Vec<String> = scripts::CLAIM
             .key(&q.waiting)
             .key(&q.ready)
@@ -173,8 +179,9 @@ impl RetryQueue {
             .key(&q.errors)
             .key(&q.seq)
             .arg(k)
-            .arg(lease.as_millis().max(1) as u64)
+            .arg(ms(lease).max(1))
             .arg(CLAIM_MOVE_LIMIT)
+            .arg(nonce)
             .invoke_async(&mut self.conn.clone())
             .await?;
         let (head, rest) = reply
@@ -189,29 +196,42 @@ impl RetryQueue {
             ..Claim::default()
         };
         for f in rest.chunks_exact(6) {
-            let parsed = (|| {
-                Some(Leased {
-                    id: f[0].clone(),
-                    token: f[1].clone(),
-                    job: serde_json::from_str(&f[2]).ok()?,
-                    retry_count: f[3].parse().ok()?,
-                    first_failed_at_ms: f[4].parse::<f64>().ok()? as u64,
-                    errors: serde_json::from_str(&f[5]).ok()?,
-                })
-            })();
-            match parsed {
-                Some(leased) => claim.entries.push(leased),
-                None => {
-                    // Never dropped, never retried blind: kept as a dead letter with the reason.
+            let retry_count = f[3].parse().ok();
+            let first_failed_at_ms = f[4].parse::<f64>().ok().map(|v| v as u64);
+            let errors: Option<Vec<ErrorNote>> = serde_json::from_str(&f[5]).ok();
+            let job: Option<Job> = serde_json::from_str(&f[2]).ok();
+            match (job, retry_count, first_failed_at_ms, errors) {
+                (Some(job), Some(retry_count), Some(first_failed_at_ms), Some(errors)) => {
+                    claim.entries.push(Leased {
+                        id: f[0].clone(),
+                        token: f[1].clone(),
+                        job,
+                        retry_count,
+                        first_failed_at_ms,
+                        errors,
+                    });
+                }
+                (_, count, _, errors) => {
+                    // Never dropped, never retried blind: a dead letter with the reason,
+                    // keeping what could be read of its count and history.
+                    let reason = if f[2].is_empty() {
+                        "stored job is missing"
+                    } else {
+                        "stored entry could not be read"
+                    };
                     let note = ErrorNote::now(
                         "corrupt_entry",
-                        "stored entry could not be read; inspect it with `lawsync queue dead`",
+                        format!("{reason}; inspect it with `lawsync queue dead`"),
                         None,
                     );
-                    let history = serde_json::to_string(&[note]).unwrap_or_default();
-                    self.settle(&f[0], &f[1], "dead", 0, &history, Duration::ZERO)
-                        .await?;
-                    claim.corrupt.push(f[0].clone());
+                    let history = self.history_json(&errors.unwrap_or_default(), note);
+                    let count = count.unwrap_or(0u32).saturating_add(1);
+                    if self
+                        .settle(&f[0], &f[1], "dead", count, &history, Duration::ZERO)
+                        .await?
+                    {
+                        claim.corrupt.push(f[0].clone());
+                    }
                 }
             }
         }
@@ -235,27 +255,19 @@ impl RetryQueue {
     ) -> Result<Settled, StoreError> {
         let count = leased.retry_count.saturating_add(1);
         let history = self.history_json(&leased.errors, error);
-        if count >= max_attempts {
-            return Ok(
-                if self
-                    .settle(&leased.id, &leased.token, "dead", count, &history, Duration::ZERO)
-                    .await?
-                {
-                    Settled::Dead
-                } else {
-                    Settled::LeaseLost
-                },
-            );
-        }
-        let delay = self.backoff.delay(count, retry_after);
+        let (action, delay) = if count >= max_attempts {
+            ("dead", Duration::ZERO)
+        } else {
+            ("retry", self.backoff.delay(count, retry_after))
+        };
         Ok(
-            if self
-                .settle(&leased.id, &leased.token, "retry", count, &history, delay)
+            match self
+                .settle(&leased.id, &leased.token, action, count, &history, delay)
                 .await?
             {
-                Settled::Rescheduled { due_in: delay }
-            } else {
-                Settled::LeaseLost
+                false => Settled::LeaseLost,
+                true if action == "dead" => Settled::Dead,
+                true => Settled::Rescheduled { due_in: delay },
             },
         )
     }
@@ -263,15 +275,9 @@ impl RetryQueue {
     /// A failure no retry can fix: straight to the dead letters.
     pub async fn dead_letter(&self, leased: &Leased, error: ErrorNote) -> Result<bool, StoreError> {
         let history = self.history_json(&leased.errors, error);
-        self.settle(
-            &leased.id,
-            &leased.token,
-            "dead",
-            leased.retry_count.saturating_add(1),
-            &history,
-            Duration::ZERO,
-        )
-        .await
+        let count = leased.retry_count.saturating_add(1);
+        self.settle(&leased.id, &leased.token, "dead", count, &history, Duration::ZERO)
+            .await
     }
 
     /// Not worked (the pass ran out of time): back to the front of the due entries,
@@ -301,32 +307,53 @@ impl RetryQueue {
             .key(&q.waiting)
             .key(&q.ready)
             .key(&q.dead)
+            .key(&q.alerts)
             .arg(id)
             .arg(token)
             .arg(action)
             .arg(count)
             .arg(history)
-            .arg(delay.as_millis() as u64)
+            .arg(ms(delay))
             .invoke_async(&mut self.conn.clone())
             .await?;
         Ok(done == 1)
     }
 
     /// Puts one dead letter (`Some(id)`) or up to `limit` of the oldest back as fresh
-    /// entries, due now with retryCount 0. Returns how many were redriven.
+    /// entries, due now with retryCount 0, in bounded steps. Returns how many were
+    /// redriven; dead ids whose job is gone are cleaned away, not counted.
     pub async fn redrive(&self, id: Option<&str>, limit: usize) -> Result<u64, StoreError> {
         let q = &self.keys;
-        let n: u64 = scripts::REDRIVE
-            .key(&q.dead)
-            .key(&q.first)
-            .key(&q.waiting)
-            .key(&q.count)
-            .key(&q.jobs)
-            .arg(id.unwrap_or(""))
-            .arg(limit.max(1))
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(n)
+        let mut total = 0u64;
+        let mut left = limit.max(1);
+        while left > 0 {
+            let step = left.min(REDRIVE_BATCH);
+            let (n, removed): (u64, u64) = scripts::REDRIVE
+                .key(&q.dead)
+                .key(&q.first)
+                .key(&q.waiting)
+                .key(&q.count)
+                .key(&q.jobs)
+                .key(&q.errors)
+                .key(&q.alerts)
+                .arg(id.unwrap_or(""))
+                .arg(step)
+                .invoke_async(&mut self.conn.clone())
+                .await?;
+            if removed > 0 {
+                tracing::warn!(
+                    removed,
+                    "redrive: dead letters without a stored job were cleaned away"
+                );
+            }
+            total += n;
+            let taken = (n + removed) as usize;
+            if id.is_some() || taken < step {
+                break;
+            }
+            left -= taken;
+        }
+        Ok(total)
     }
 
     /// Depth, due now, in flight, dead, oldest age, in one atomic read.
@@ -356,12 +383,30 @@ impl RetryQueue {
 
     /// Up to `limit` live entries, oldest first failure first.
     pub async fn list(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
-        self.view(&self.keys.first.clone(), limit).await
+        self.view(&self.keys.first, limit).await
     }
 
     /// Up to `limit` dead letters, oldest death first.
     pub async fn dead(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
-        self.view(&self.keys.dead.clone(), limit).await
+        self.view(&self.keys.dead, limit).await
+    }
+
+    /// Up to `limit` dead letters whose alert has not been delivered, oldest first.
+    pub async fn pending_alerts(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
+        self.view(&self.keys.alerts, limit).await
+    }
+
+    /// Marks the alerts for `ids` as delivered.
+    pub async fn alerts_delivered(&self, ids: &[String]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let _: i64 = redis::cmd("ZREM")
+            .arg(&self.keys.alerts)
+            .arg(ids)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
     }
 
     async fn view(&self, set: &str, limit: usize) -> Result<Vec<EntryView>, StoreError> {
@@ -393,27 +438,49 @@ impl RetryQueue {
         Ok(ids
             .iter()
             .zip(jobs.into_iter().zip(counts).zip(errors))
-            .map(|((id, score), ((job, count), errors))| EntryView {
-                id: id.clone(),
-                job: job.and_then(|j| serde_json::from_str(&j).ok()),
-                retry_count: count.and_then(|c| c.parse().ok()).unwrap_or(0),
-                since_ms: *score as u64,
-                last_error: errors
-                    .and_then(|e| serde_json::from_str::<Vec<ErrorNote>>(&e).ok())
-                    .and_then(|mut v| v.pop()),
+            .map(|((id, score), ((job, count), errors))| {
+                let history: Vec<ErrorNote> = errors
+                    .and_then(|e| serde_json::from_str(&e).ok())
+                    .unwrap_or_default();
+                EntryView {
+                    id: id.clone(),
+                    job: job.and_then(|j| serde_json::from_str(&j).ok()),
+                    retry_count: count.and_then(|c| c.parse().ok()).unwrap_or(0),
+                    since_ms: *score as u64,
+                    first_error_at_ms: history.first().map(|n| n.at_ms),
+                    last_error: history.last().cloned(),
+                }
             })
             .collect())
     }
 
     /// The history kept with an entry: the previous notes plus this one, the newest
-    /// [`ERROR_HISTORY_LEN`], with the secret scrubbed from every text.
+    /// [`ERROR_HISTORY_LEN`], each text cut to [`MAX_ERROR_TEXT`] characters, stripped of
+    /// control characters and scrubbed of the secret.
     fn history_json(&self, previous: &[ErrorNote], mut note: ErrorNote) -> String {
-        if let Some(s) = &self.secret {
-            note.message = s.scrub(&note.message);
-            note.kind = s.scrub(&note.kind);
-        }
+        note.message = self.clean(&note.message);
+        note.kind = self.clean(&note.kind);
         let skip = (previous.len() + 1).saturating_sub(ERROR_HISTORY_LEN);
         let notes: Vec<&ErrorNote> = previous.iter().chain(std::iter::once(&note)).skip(skip).collect();
         serde_json::to_string(&notes).unwrap_or_else(|_| "[]".into())
     }
+
+    fn clean(&self, text: &str) -> String {
+        let scrubbed = self
+            .secret
+            .as_ref()
+            .map_or_else(|| text.to_owned(), |s| s.scrub(text));
+        scrubbed
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(MAX_ERROR_TEXT)
+            .collect()
+    }
+}
+
+/// Whole milliseconds, saturating (a `Duration` can exceed what Redis takes).
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis())
+        .unwrap_or(u64::MAX)
+        .min(i64::MAX as u64 / 2)
 }
