@@ -191,8 +191,10 @@ impl Drainer<'_> {
         };
         // Leases outlive the invocation by a margin; without a deadline (the CLI), work stops
         // a margin before the lease ends, so no job runs after another drainer could own it.
-        let lease = deadline.usable().map_or(DEFAULT_LEASE, |b| b + LEASE_MARGIN);
-        let work_until = deadline.min(Deadline::after(lease.saturating_sub(LEASE_MARGIN)));
+        let (lease, work_until) = match deadline.usable() {
+            Some(left) => (left + LEASE_MARGIN, deadline),
+            None => (DEFAULT_LEASE, Deadline::after(DEFAULT_LEASE - LEASE_MARGIN)),
+        };
         let budget = work_until
             .usable()
             .unwrap_or(lease)
