@@ -3,15 +3,16 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 CARGO ?= cargo
 REDIS_ENV := .run/redis/env
+MOTO_ENV := .run/moto/env
 
-.PHONY: test lint redis-up redis-down bench-gate bench-queue deps demo help
+.PHONY: test lint redis-up redis-down moto-up moto-down bench-gate bench-queue deps demo help
 
 help:
 	@echo "make test        lint, then every test against real Redis (standalone + 3-node cluster)"
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
-	@echo "make deps        install what the tests need (redis-server, redis-tools) when missing"
+	@echo "make deps        install what the tests need (redis-server, redis-tools, python3-venv) when missing"
 
 deps:
 	@scripts/install-deps.sh
@@ -22,15 +23,22 @@ redis-up: deps
 redis-down:
 	@scripts/test-redis.sh down
 
+# moto (S3, SQS, Secrets Manager) from PyPI into the project's .venv, on a port of its own.
+moto-up: deps
+	@scripts/test-moto.sh up >/dev/null
+
+moto-down:
+	@scripts/test-moto.sh down
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
-# Starts the test Redis servers, runs every test, and stops the servers whatever happened.
-test: lint redis-up
-	@set -a; . $(REDIS_ENV); set +a; \
+# Starts the test Redis servers and moto, runs every test, and stops them whatever happened.
+test: lint redis-up moto-up
+	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) test --workspace --locked || status=$$?; \
-	scripts/test-redis.sh down; exit $$status
+	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
 
 bench-gate: redis-up
 	@set -a; . $(REDIS_ENV); set +a; \

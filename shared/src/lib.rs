@@ -7,12 +7,15 @@
 //!
 //! # Layout
 //! - [`alert`]: dead-letter alerts: the [`AlertSink`](alert::AlertSink) trait and a Slack webhook.
+//! - [`aws`]: AWS SDK configuration and error reduction.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
+//! - [`secrets`]: secrets given as Secrets Manager ARNs, resolved once per cold start.
 //! - [`store`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts.
 //! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
 //! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
+//! - [`documents`]: where precedents are stored: a local folder or an S3 bucket.
 //! - [`drainer`]: [`Drainer`](drainer::Drainer), passes over the retry queue under the single-runner lock.
 //! - [`deadline`]: [`Deadline`], so nothing starts that cannot finish in the invocation.
 //! - [`history`]: [`RedisHistory`](history::RedisHistory), the capped stream of sanitized failures.
@@ -24,8 +27,10 @@
 //! exactly one place.
 
 pub mod alert;
+pub mod aws;
 pub mod config;
 pub mod deadline;
+pub mod documents;
 pub mod drainer;
 pub mod gate;
 pub mod history;
@@ -35,6 +40,7 @@ pub mod lock;
 pub mod policy;
 pub mod queue;
 pub mod secret;
+pub mod secrets;
 pub mod store;
 
 pub use config::{Config, ConfigError, GateConfig};

@@ -154,3 +154,27 @@ impl Drop for OwnRedis {
         }
     }
 }
+
+/// The moto server (`scripts/test-moto.sh`), the local stand-in for S3, SQS and Secrets
+/// Manager; panics with the fix when it is not configured.
+pub fn moto_url() -> String {
+    std::env::var("LAWSYNC_TEST_MOTO_URL").unwrap_or_else(|_| {
+        panic!("LAWSYNC_TEST_MOTO_URL is not set: run the tests with `make test`, or start moto with `scripts/test-moto.sh up` and export what it prints")
+    })
+}
+
+/// SDK configuration aimed at the moto server, with fixed test credentials.
+pub async fn moto_sdk() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(moto_url())
+        .region(aws_config::Region::new("ap-northeast-2"))
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "lawsync-tests",
+        ))
+        .load()
+        .await
+}
