@@ -7,11 +7,13 @@
 //!
 //! # Layout
 //! - [`alert`]: dead-letter alerts: the [`AlertSink`](alert::AlertSink) trait and a Slack webhook.
+//! - [`app`]: what the functions do (search fan-out, detail store, SQS batches), over injected [`app::Deps`].
 //! - [`aws`]: AWS SDK configuration and error reduction.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
 //! - [`secrets`]: secrets given as Secrets Manager ARNs, resolved once per cold start.
+//! - [`telemetry`]: the JSON log subscriber the functions install.
 //! - [`store`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts.
 //! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
 //! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
@@ -27,6 +29,7 @@
 //! exactly one place.
 
 pub mod alert;
+pub mod app;
 pub mod aws;
 pub mod config;
 pub mod deadline;
@@ -42,6 +45,7 @@ pub mod queue;
 pub mod secret;
 pub mod secrets;
 pub mod store;
+pub mod telemetry;
 
 pub use config::{Config, ConfigError, GateConfig};
 pub use deadline::Deadline;

@@ -1,7 +1,27 @@
-//! The `detail` Lambda function. A placeholder until the functions land: it exits with an
-//! error so that nothing deploys it by mistake.
+//! The `detail` Lambda function: SQS batches of detail messages in, a partial batch response out.
+//! Wiring only; the work is [`lawsync::app::sqs::handle_batch`].
 
-fn main() {
-    eprintln!("lawsync-detail: not implemented yet; the function arrives with the Lambda functions work");
-    std::process::exit(2);
+use std::time::SystemTime;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lawsync::Deadline;
+use lawsync::app::Deps;
+use lawsync::app::sqs::{MessageKind, handle_batch};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lawsync::telemetry::init();
+    let cfg = lawsync::Config::from_env()?;
+    let sdk = lawsync::aws::sdk_config().await;
+    let deps = Deps::build(cfg, &sdk).await?;
+    let deps = &deps;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());
+        let (response, summary): (SqsBatchResponse, _) =
+            handle_batch(deps, MessageKind::Detail, event.payload, deadline).await;
+        tracing::info!(?summary, "batch done");
+        Ok::<_, Error>(response)
+    }))
+    .await
 }

@@ -1,7 +1,28 @@
-//! The `drainer` Lambda function. A placeholder until the functions land: it exits with an
-//! error so that nothing deploys it by mistake.
+//! The `drainer` Lambda function: started every minute by EventBridge, it drains the retry
+//! queue in passes with a fixed delay until its deadline, one drainer cluster-wide.
+//! Wiring only; the work is [`lawsync::app::Deps::drain`].
 
-fn main() {
-    eprintln!("lawsync-drainer: not implemented yet; the function arrives with the Lambda functions work");
-    std::process::exit(2);
+use std::time::SystemTime;
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lawsync::Deadline;
+use lawsync::app::Deps;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lawsync::telemetry::init();
+    let cfg = lawsync::Config::from_env()?;
+    let sdk = lawsync::aws::sdk_config().await;
+    let deps = Deps::build(cfg, &sdk).await?;
+    let alerts = deps.alerts(&sdk).await?;
+    let (deps, alerts) = (&deps, &*alerts);
+    // The scheduled event's content carries nothing the drainer needs.
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<serde_json::Value>| async move {
+            let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());
+            let report = deps.drain(alerts, deadline, None).await?;
+            Ok::<_, Error>(serde_json::to_value(report)?)
+        },
+    ))
+    .await
 }

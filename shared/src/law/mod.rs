@@ -9,7 +9,7 @@
 
 mod error;
 mod http;
-mod model;
+pub(crate) mod model;
 mod retry_after;
 
 pub use error::{
@@ -69,6 +69,11 @@ impl LawClient {
     pub fn with_history(mut self, sink: Arc<dyn FailureSink>) -> Self {
         self.history = Some(sink);
         self
+    }
+
+    /// The key, for scrubbing it from texts that leave the process (alerts).
+    pub fn key(&self) -> &Secret {
+        &self.oc
     }
 
     /// The gate this client waits on.

@@ -254,7 +254,8 @@ pub fn decode_body(body: &[u8], oc: &Secret, root: &str) -> Result<Value, LawErr
     Ok(value)
 }
 
-fn category(e: &serde_json::Error) -> &'static str {
+/// A serde_json error's category in words (never the input).
+pub(crate) fn category(e: &serde_json::Error) -> &'static str {
     match e.classify() {
         serde_json::error::Category::Io => "read error",
         serde_json::error::Category::Syntax => "syntax error",

@@ -117,6 +117,11 @@ impl RetryQueue {
         }
     }
 
+    /// The Redis connection this queue uses.
+    pub fn connection(&self) -> &RedisConn {
+        &self.conn
+    }
+
     /// Replaces every occurrence of `secret` in stored error texts with `***`.
     pub fn with_secret(mut self, secret: Secret) -> Self {
         self.secret = Some(secret);
@@ -278,6 +283,32 @@ impl RetryQueue {
         let count = leased.retry_count.saturating_add(1);
         self.settle(&leased.id, &leased.token, "dead", count, &history, Duration::ZERO)
             .await
+    }
+
+    /// Records `job` as a dead letter at once (a permanent failure seen outside the queue),
+    /// with `error`, and owes an alert for it. A job already dead is left as it is.
+    pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<(), StoreError> {
+        job.check().map_err(StoreError::Invalid)?;
+        let job_json = serde_json::to_string(job)
+            .map_err(|_| StoreError::Invalid("job payload is not serializable".into()))?;
+        let q = &self.keys;
+        let _: i64 = scripts::BURY
+            .key(&q.jobs)
+            .key(&q.count)
+            .key(&q.errors)
+            .key(&q.first)
+            .key(&q.waiting)
+            .key(&q.ready)
+            .key(&q.leased)
+            .key(&q.lease)
+            .key(&q.dead)
+            .key(&q.alerts)
+            .arg(job.id())
+            .arg(job_json)
+            .arg(self.history_json(&[], error))
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
     }
 
     /// Not worked (the pass ran out of time): back to the front of the due entries,

@@ -16,6 +16,7 @@ script!(ENQUEUE, "queue_enqueue.lua");
 script!(CLAIM, "queue_claim.lua");
 script!(SETTLE, "queue_settle.lua");
 script!(REDRIVE, "queue_redrive.lua");
+script!(BURY, "queue_bury.lua");
 script!(STATS, "queue_stats.lua");
 script!(LOCK_RELEASE, "lock_release.lua");
 script!(LOCK_EXTEND, "lock_extend.lua");

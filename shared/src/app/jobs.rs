@@ -1,0 +1,234 @@
+//! The two units of work, `SEARCH` (one page) and `DETAIL` (one precedent), as both the SQS
+//! handlers and the drainer run them, and what a failure turns into.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::Deps;
+use super::outbox::QueueName;
+use crate::deadline::Deadline;
+use crate::documents::precedent_key;
+use crate::drainer::Outcome;
+use crate::law::{Disposition, LawError, SearchRequest};
+use crate::queue::{Enqueued, ErrorNote, Job};
+
+/// Job type of a search page.
+pub const SEARCH: &str = "SEARCH";
+/// Job type of one precedent.
+pub const DETAIL: &str = "DETAIL";
+
+/// A failed unit of work, sanitized.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Law(#[from] LawError),
+    #[error("could not store the document: {0}")]
+    Store(String),
+    #[error("could not send follow-up messages: {0}")]
+    Fanout(String),
+}
+
+impl JobError {
+    fn note(&self) -> ErrorNote {
+        let (kind, status) = match self {
+            JobError::Law(e) => (e.kind().to_owned(), e.status()),
+            JobError::Store(_) => ("store".to_owned(), None),
+            JobError::Fanout(_) => ("fanout".to_owned(), None),
+        };
+        ErrorNote::now(kind, self.to_string(), status)
+    }
+
+    fn disposition(&self) -> Disposition {
+        match self {
+            JobError::Law(e) => e.disposition(),
+            JobError::Store(_) | JobError::Fanout(_) => Disposition::RetryLater(None),
+        }
+    }
+}
+
+/// The retry-queue job for a search request.
+pub fn search_job(req: &SearchRequest) -> Job {
+    let identity = format!(
+        "{}~{}~{}~{}~{}",
+        req.from,
+        req.to,
+        req.query.as_deref().unwrap_or(""),
+        req.page.unwrap_or(1),
+        req.display.unwrap_or(crate::policy::MAX_DISPLAY)
+    );
+    Job::new(SEARCH, identity, serde_json::to_value(req).unwrap_or_default())
+}
+
+/// The retry-queue job for a precedent.
+pub fn detail_job(id: &str) -> Job {
+    Job::new(DETAIL, id, json!({ "id": id }))
+}
+
+/// One search page: every hit becomes a `{"id"}` message on the detail queue, and the next
+/// page, if any, a message on the search queue. Sending twice is harmless (detail is
+/// idempotent), so a partial send fails the whole page, to be retried whole.
+pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) -> Result<u32, JobError> {
+    let page = deps.law.search(req, deadline).await?;
+    let bodies: Vec<String> = page
+        .items
+        .iter()
+        .map(|p| json!({ "id": p.id }).to_string())
+        .collect();
+    if page.skipped_items > 0 {
+        tracing::warn!(
+            skipped = page.skipped_items,
+            "search: hits without an id were skipped"
+        );
+    }
+    let failed = deps
+        .outbox
+        .send(QueueName::Detail, &bodies)
+        .await
+        .map_err(|e| JobError::Fanout(e.to_string()))?;
+    if !failed.is_empty() {
+        return Err(JobError::Fanout(format!(
+            "{} of {} detail messages not sent",
+            failed.len(),
+            bodies.len()
+        )));
+    }
+    if page.has_more(req.display.unwrap_or(crate::policy::MAX_DISPLAY)) {
+        let next = serde_json::to_string(&req.next_page()).map_err(|e| JobError::Fanout(e.to_string()))?;
+        let failed = deps
+            .outbox
+            .send(QueueName::Search, &[next])
+            .await
+            .map_err(|e| JobError::Fanout(e.to_string()))?;
+        if !failed.is_empty() {
+            return Err(JobError::Fanout("the next-page message was not sent".into()));
+        }
+    }
+    tracing::info!(
+        hits = bodies.len(),
+        total = page.total,
+        page = page.page,
+        "search: page fanned out"
+    );
+    Ok(bodies.len() as u32)
+}
+
+/// One precedent: fetched and stored under `prec/{id}.json`. One that law.go.kr says does
+/// not exist is recorded under `missing/{id}.json` and counts as done.
+pub async fn run_detail(deps: &Deps, id: &str, deadline: Deadline) -> Result<(), JobError> {
+    let key = precedent_key(id).map_err(|_| {
+        LawError::InvalidRequest(format!(
+            "precedent id must be 1-20 digits, got {:?}",
+            id.chars().take(24).collect::<String>()
+        ))
+    })?;
+    match deps.law.detail(id, deadline).await {
+        Ok(doc) => {
+            let body = serde_json::to_vec(&doc).map_err(|e| JobError::Store(e.to_string()))?;
+            deps.docs
+                .put(&key, &body)
+                .await
+                .map_err(|e| JobError::Store(e.to_string()))?;
+            tracing::info!(bytes = body.len(), "detail: stored");
+            Ok(())
+        }
+        Err(LawError::NotFound) => {
+            let at = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let marker = json!({ "id": id, "status": "not_found", "checkedAtMs": at }).to_string();
+            deps.docs
+                .put(&format!("missing/{id}.json"), marker.as_bytes())
+                .await
+                .map_err(|e| JobError::Store(e.to_string()))?;
+            tracing::warn!("detail: law.go.kr has no such precedent; recorded under missing/");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs `job` for the drainer and says how it went.
+pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
+    let result = match job.kind.as_str() {
+        SEARCH => match serde_json::from_value::<SearchRequest>(job.payload.clone()) {
+            Ok(req) => run_search(deps, &req, deadline).await.map(|_| ()),
+            Err(_) => Err(JobError::Law(LawError::InvalidRequest(
+                "stored SEARCH payload is not a search request".into(),
+            ))),
+        },
+        DETAIL => match job.payload.get("id").and_then(|v| v.as_str()) {
+            Some(id) => run_detail(deps, id, deadline).await,
+            None => Err(JobError::Law(LawError::InvalidRequest(
+                "stored DETAIL payload has no id".into(),
+            ))),
+        },
+        other => Err(JobError::Law(LawError::InvalidRequest(format!(
+            "no handler for job type {other:?}"
+        )))),
+    };
+    match result {
+        Ok(()) => Outcome::Done,
+        Err(e) => match e.disposition() {
+            Disposition::Permanent => Outcome::Dead { error: e.note() },
+            Disposition::RetryLater(after) => Outcome::Retry {
+                error: e.note(),
+                after,
+            },
+        },
+    }
+}
+
+/// What became of a unit of work that came in as an SQS message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Done (or recorded as not existing): the message is deleted.
+    Done,
+    /// Parked in the retry queue for the drainer: the message is deleted.
+    Parked,
+    /// Failed in a way no retry fixes: logged once, recorded as a dead letter; deleted.
+    Permanent,
+    /// Not finished and not parked (no time left, or Redis down): back to SQS.
+    ReturnToSqs,
+}
+
+/// Decides what a failed SQS-borne job becomes: a try-later is parked in the retry queue
+/// (the SQS message succeeds); a permanent failure is recorded as a dead letter; if
+/// neither can be written, or the invocation ran out of time, the message goes back to SQS.
+pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement {
+    if matches!(err, JobError::Law(LawError::OutOfTime { .. })) {
+        return Settlement::ReturnToSqs;
+    }
+    let note = err.note();
+    match err.disposition() {
+        Disposition::RetryLater(after) => match deps.queue.enqueue(job, after, note).await {
+            Ok(Enqueued::Queued { due_in }) => {
+                tracing::info!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "parked in the retry queue");
+                Settlement::Parked
+            }
+            Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
+            Ok(Enqueued::AlreadyDead) => {
+                tracing::warn!("already a dead letter; redrive it to retry");
+                Settlement::Permanent
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not park the job; returning the message to SQS");
+                Settlement::ReturnToSqs
+            }
+        },
+        Disposition::Permanent => {
+            tracing::error!(kind = %err_kind(&err), error = %err, "permanent failure; not retried");
+            match deps.queue.record_dead(job, note).await {
+                Ok(()) => Settlement::Permanent,
+                Err(e) => {
+                    tracing::error!(error = %e, "could not record the dead letter; returning the message to SQS");
+                    Settlement::ReturnToSqs
+                }
+            }
+        }
+    }
+}
+
+fn err_kind(e: &JobError) -> String {
+    e.note().kind
+}

@@ -1,0 +1,134 @@
+//! What the three functions do, as plain async functions over [`Deps`], testable without
+//! AWS: the Lambda `main`s and the `lawsync` CLI only build the `Deps` and call in.
+//!
+//! - [`jobs`]: one search page (fan-out) and one precedent (store), shared by the SQS
+//!   handlers and the drainer, with the mapping from failures to what happens next.
+//! - [`sqs`]: an SQS batch in, a partial batch response out.
+//! - [`outbox`]: follow-up messages (SQS `SendMessageBatch`).
+
+pub mod jobs;
+pub mod outbox;
+pub mod sqs;
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::documents::DocumentStore;
+use crate::law::LawClient;
+use crate::queue::RetryQueue;
+use outbox::Outbox;
+
+/// Everything a handler needs, built once per cold start.
+#[derive(Debug)]
+pub struct Deps {
+    pub cfg: Config,
+    pub law: LawClient,
+    pub queue: RetryQueue,
+    pub docs: Arc<dyn DocumentStore>,
+    pub outbox: Arc<dyn Outbox>,
+}
+
+/// Why a cold start failed. Names what to fix; never a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("secret: {0}")]
+    Secret(#[from] crate::secrets::SecretError),
+    #[error("Redis: {0}")]
+    Redis(#[from] crate::store::StoreError),
+    #[error("law.go.kr client: {0}")]
+    Client(#[from] crate::law::LawError),
+    #[error("alerts: {0}")]
+    Alerts(#[from] crate::alert::AlertError),
+}
+
+impl Deps {
+    /// Builds everything from `cfg` once per cold start: the key (from Secrets Manager when
+    /// given as an ARN), Redis, the gate, the law.go.kr client with its run history, the
+    /// retry queue, the document store and the SQS outbox.
+    pub async fn build(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, StartupError> {
+        use crate::config::DocumentStoreConfig;
+        let oc = crate::secrets::resolve_oc(&cfg.law.oc, sdk).await?;
+        let redis = crate::store::RedisConn::connect(&cfg.redis).await?;
+        let ns = crate::keys::Namespace::new(&cfg.app_env, crate::law::UPSTREAM)?;
+        let gate = Arc::new(crate::gate::Gate::new(redis.clone(), &ns, cfg.gate));
+        let history = crate::history::RedisHistory::new(redis.clone(), &ns).with_secret(oc.clone());
+        let law = LawClient::new(&cfg.law, oc.clone(), gate)?.with_history(Arc::new(history));
+        let queue = RetryQueue::new(redis, &ns).with_secret(oc);
+        let docs: Arc<dyn DocumentStore> = match &cfg.documents {
+            DocumentStoreConfig::Bucket(b) => Arc::new(crate::documents::S3Documents::new(sdk, b.clone())),
+            DocumentStoreConfig::Dir(d) => Arc::new(crate::documents::LocalDir::new(d.clone())),
+        };
+        let outbox = Arc::new(outbox::SqsOutbox::new(
+            sdk,
+            cfg.search_queue_url.clone(),
+            cfg.detail_queue_url.clone(),
+        ));
+        Ok(Self {
+            cfg,
+            law,
+            queue,
+            docs,
+            outbox,
+        })
+    }
+
+    /// The drainer over this queue, dispatching `SEARCH` and `DETAIL` jobs to the same code
+    /// the SQS handlers run, alerting through `alerts`.
+    pub async fn drain(
+        &self,
+        alerts: &dyn crate::alert::AlertSink,
+        deadline: crate::deadline::Deadline,
+        max_passes: Option<u32>,
+    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+        let ns = crate::keys::Namespace::new(&self.cfg.app_env, crate::law::UPSTREAM)
+            .map_err(|e| crate::store::StoreError::Invalid(e.to_string()))?;
+        let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), ns.drainer_lock());
+        let handler = JobsHandler(self);
+        let drainer = crate::drainer::Drainer {
+            queue: &self.queue,
+            lock: &lock,
+            handler: &handler,
+            alerts,
+            env: &self.cfg.app_env,
+            cfg: crate::drainer::DrainerConfig {
+                interval: self.cfg.drain_interval,
+                max_attempts: self.cfg.retry_max_attempts,
+                time_per_job: self.cfg.gate.interval,
+                max_passes,
+            },
+        };
+        drainer.run(deadline).await
+    }
+
+    /// The alert target the configuration names: Slack, or the log.
+    pub async fn alerts(
+        &self,
+        sdk: &aws_config::SdkConfig,
+    ) -> Result<Box<dyn crate::alert::AlertSink>, StartupError> {
+        Ok(match &self.cfg.slack_webhook {
+            Some(source) => {
+                let url = crate::secrets::resolve_slack(source, sdk).await?;
+                Box::new(crate::alert::SlackWebhook::new(
+                    url,
+                    Some(self.law.key().clone()),
+                )?)
+            }
+            None => Box::new(crate::alert::LogAlerts),
+        })
+    }
+}
+
+/// Routes drainer jobs to [`jobs::run_job`].
+struct JobsHandler<'a>(&'a Deps);
+
+impl crate::drainer::JobHandler for JobsHandler<'_> {
+    fn handle<'b>(
+        &'b self,
+        job: &'b crate::queue::Job,
+        deadline: crate::deadline::Deadline,
+    ) -> crate::law::BoxFuture<'b, crate::drainer::Outcome> {
+        Box::pin(jobs::run_job(self.0, job, deadline))
+    }
+}

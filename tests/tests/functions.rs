@@ -1,0 +1,342 @@
+//! The functions' handlers end to end: a real local upstream, real Redis, SQS and S3 on
+//! moto, documents in a folder and in a bucket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lawsync::alert::LogAlerts;
+use lawsync::app::Deps;
+use lawsync::app::outbox::SqsOutbox;
+use lawsync::app::sqs::{MessageKind, handle_batch};
+use lawsync::config::Config;
+use lawsync::documents::{DocumentStore, LocalDir, S3Documents};
+use lawsync::drainer::DrainReport;
+use lawsync::queue::RetryQueue;
+use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
+use lawsync_tests::servers::{Topology, moto_sdk, unique_env};
+use lawsync_tests::upstream::{Reply, Upstream};
+use serde_json::json;
+
+const OC: &str = "oc-SECRET-fn7733";
+
+struct Rig {
+    deps: Deps,
+    ns: Namespace,
+    search_url: String,
+    detail_url: String,
+    sqs: aws_sdk_sqs::Client,
+}
+
+enum Docs {
+    Folder,
+    Bucket,
+}
+
+async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
+    let env = unique_env("fn");
+    let vars = [
+        ("LAW_API_OC", OC.to_owned()),
+        ("LAW_API_BASE_URL", upstream.base_url.clone()),
+        ("LAW_API_REQUEST_INTERVAL_MS", "5".to_owned()),
+        ("APP_ENV", env.clone()),
+    ];
+    let cfg =
+        Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).expect("config");
+    let sdk = moto_sdk().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mut urls = Vec::new();
+    for q in ["search", "detail"] {
+        let out = sqs
+            .create_queue()
+            .queue_name(format!("{env}-{q}"))
+            .send()
+            .await
+            .expect("create queue");
+        urls.push(out.queue_url().expect("url").to_owned());
+    }
+    let ns = Namespace::new(&env, "law-go-kr").expect("ns");
+    let conn = Topology::Standalone.connect().await;
+    let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
+    let law = LawClient::new(&cfg.law, Secret::new(OC), gate).expect("client");
+    let docs: Arc<dyn DocumentStore> = match docs {
+        Docs::Folder => Arc::new(LocalDir::new(std::env::temp_dir().join(&env))),
+        Docs::Bucket => {
+            let s3 = S3Documents::new(&sdk, env.to_lowercase());
+            let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast2)
+                .build();
+            let create = s3
+                .client()
+                .create_bucket()
+                .bucket(env.to_lowercase())
+                .create_bucket_configuration(location);
+            create.send().await.expect("create bucket");
+            Arc::new(s3)
+        }
+    };
+    let outbox = Arc::new(SqsOutbox::new(&sdk, Some(urls[0].clone()), Some(urls[1].clone())));
+    let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(OC));
+    Rig {
+        deps: Deps {
+            cfg,
+            law,
+            queue,
+            docs,
+            outbox,
+        },
+        ns,
+        search_url: urls[0].clone(),
+        detail_url: urls[1].clone(),
+        sqs,
+    }
+}
+
+impl Rig {
+    async fn drain_queue(&self, url: &str) -> Vec<serde_json::Value> {
+        let mut bodies = Vec::new();
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .expect("receive");
+            if out.messages().is_empty() {
+                return bodies;
+            }
+            for m in out.messages() {
+                bodies.push(serde_json::from_str(m.body().expect("body")).expect("json body"));
+                self.sqs
+                    .delete_message()
+                    .queue_url(url)
+                    .receipt_handle(m.receipt_handle().expect("handle"))
+                    .send()
+                    .await
+                    .expect("delete");
+            }
+        }
+    }
+}
+
+fn event(records: &[(&str, &str)]) -> SqsEvent {
+    let records: Vec<_> = records
+        .iter()
+        .map(|(id, body)| json!({ "messageId": id, "body": body }))
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).expect("event")
+}
+
+fn hit(id: &str) -> serde_json::Value {
+    json!({ "판례일련번호": id, "사건명": "손해배상", "판례상세링크": format!("/DRF/lawService.do?OC={OC}&ID={id}") })
+}
+
+fn detail_body(id: &str) -> String {
+    json!({ "PrecService": { "판례정보일련번호": id, "사건명": "부당이득금", "판례내용": format!("본문 {OC}") } }).to_string()
+}
+
+fn failures(r: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {
+    r.batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn search_fans_out_detail_messages_and_the_next_page() {
+    let pages = vec![
+        Reply::json(
+            json!({ "PrecSearch": { "totalCnt": "3", "page": "1", "prec": [hit("11"), hit("12")] } })
+                .to_string(),
+        ),
+        Reply::json(json!({ "PrecSearch": { "totalCnt": "1", "page": "1", "prec": hit("13") } }).to_string()),
+        Reply::json(json!({ "PrecSearch": { "totalCnt": "0", "page": "1" } }).to_string()),
+    ];
+    let up = Upstream::start(pages, Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    let body = r#"{"from":"20260101","to":"20260131","display":2}"#;
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Search,
+        event(&[("s1", body)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    let details = r.drain_queue(&r.detail_url).await;
+    let mut ids: Vec<String> = details
+        .iter()
+        .map(|d| d["id"].as_str().expect("id").to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["11", "12"]);
+    let next = r.drain_queue(&r.search_url).await;
+    assert_eq!(
+        next,
+        [json!({ "from": "20260101", "to": "20260131", "page": 2, "display": 2 })]
+    );
+
+    let one = r#"{"from":"20260201","to":"20260228"}"#;
+    let none = r#"{"from":"20260301","to":"20260331"}"#;
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Search,
+        event(&[("s2", one), ("s3", none)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty() && summary.done == 2, "{summary:?}");
+    assert_eq!(
+        r.drain_queue(&r.detail_url).await,
+        [json!({ "id": "13" })],
+        "one hit sent as an object"
+    );
+    assert!(
+        r.drain_queue(&r.search_url).await.is_empty(),
+        "no page after the last"
+    );
+}
+
+async fn stores_idempotently(docs: Docs) {
+    let up = Upstream::start(
+        vec![Reply::json(detail_body("21")), Reply::json(detail_body("21"))],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, docs).await;
+    let body = r#"{"id":"21"}"#;
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("d1", body), ("d1-again", body)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.done, 2);
+    let stored = r
+        .deps
+        .docs
+        .get("prec/21.json")
+        .await
+        .expect("get")
+        .expect("stored");
+    let text = String::from_utf8(stored).expect("utf8");
+    assert!(text.contains("부당이득금"), "{text}");
+    assert!(!text.contains(OC), "the key reached a stored document: {text}");
+}
+
+#[tokio::test]
+async fn detail_stores_in_a_folder_idempotently_without_the_key() {
+    stores_idempotently(Docs::Folder).await;
+}
+
+#[tokio::test]
+async fn detail_stores_in_s3_idempotently_without_the_key() {
+    stores_idempotently(Docs::Bucket).await;
+}
+
+#[tokio::test]
+async fn a_mixed_batch_reports_exactly_the_right_failures() {
+    let up = Upstream::start(
+        vec![
+            Reply::status(403).text(format!("OC={OC}")),
+            Reply::json(detail_body("33")),
+        ],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let batch = event(&[
+        ("bad", r#"{"id":33,"x":1}"#),
+        ("forbidden", r#"{"id":"32"}"#),
+        ("good", r#"{"id":"33"}"#),
+    ]);
+    let (resp, summary) = handle_batch(&r.deps, MessageKind::Detail, batch, Deadline::NONE).await;
+    assert_eq!(
+        failures(&resp),
+        ["bad"],
+        "only the invalid body goes back to SQS: {summary:?}"
+    );
+    assert_eq!((summary.invalid, summary.permanent, summary.done), (1, 1, 1));
+    let dead = r.deps.queue.dead(10).await.expect("dead");
+    assert_eq!(dead.len(), 1, "the 403 is recorded, not lost");
+    assert_eq!(dead[0].id, "DETAIL:32");
+    assert!(r.deps.docs.get("prec/33.json").await.expect("get").is_some());
+}
+
+#[tokio::test]
+async fn a_long_retry_after_parks_the_job_and_the_drainer_completes_it() {
+    let up = Upstream::start(
+        vec![
+            Reply::status(429).header("Retry-After", "3600"),
+            Reply::json(detail_body("44")),
+        ],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m", r#"{"id":"44"}"#)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "a parked job's message succeeds");
+    assert_eq!(summary.parked, 1);
+    let stats = r.deps.queue.stats().await.expect("stats");
+    assert_eq!(stats.depth, 1);
+    assert!(
+        stats.next_due_in.is_some_and(|d| d > Duration::from_secs(3500)),
+        "{stats:?}"
+    );
+    // An hour passes: the entry falls due and the cluster cooldown ends.
+    let mut conn = Topology::Standalone.connect().await;
+    let _: () = redis::cmd("ZADD")
+        .arg(&r.ns.queue().waiting)
+        .arg(0)
+        .arg("DETAIL:44")
+        .query_async(&mut conn)
+        .await
+        .expect("due now");
+    let _: () = redis::cmd("DEL")
+        .arg(r.ns.gate())
+        .query_async(&mut conn)
+        .await
+        .expect("cooldown over");
+    let report = r
+        .deps
+        .drain(&LogAlerts, Deadline::NONE, Some(1))
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("lock busy")
+    };
+    assert_eq!(passes[0].succeeded, 1, "{passes:?}");
+    assert!(r.deps.docs.get("prec/44.json").await.expect("get").is_some());
+    assert_eq!(r.deps.queue.stats().await.expect("stats").depth, 0);
+}
+
+#[tokio::test]
+async fn a_near_deadline_returns_every_message_untouched() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    let r = rig(&up, Docs::Folder).await;
+    let batch = event(&[
+        ("a", r#"{"id":"1"}"#),
+        ("b", r#"{"id":"2"}"#),
+        ("c", r#"{"id":"3"}"#),
+    ]);
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        batch,
+        Deadline::after(Duration::from_millis(1500)),
+    )
+    .await;
+    assert_eq!(failures(&resp), ["a", "b", "c"]);
+    assert_eq!(summary.returned, 3);
+    assert!(up.seen().is_empty(), "no upstream call without time to finish it");
+}
