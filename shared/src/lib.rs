@@ -9,6 +9,7 @@
 //! - [`alert`]: dead-letter alerts: the [`AlertSink`](alert::AlertSink) trait and a Slack webhook.
 //! - [`app`]: what the functions do (search fan-out, detail store, SQS batches), over injected [`app::Deps`].
 //! - [`aws`]: AWS SDK configuration and error reduction.
+//! - `cli` (feature `cli`): the `lawsync` command line.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
@@ -31,6 +32,8 @@
 pub mod alert;
 pub mod app;
 pub mod aws;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 pub mod deadline;
 pub mod documents;

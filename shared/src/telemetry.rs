@@ -21,3 +21,15 @@ pub fn init() {
         .without_time()
         .try_init();
 }
+
+/// The command line's subscriber: the same JSON lines, on stderr, so stdout stays the
+/// command's output.
+pub fn init_cli() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER.replacen("info", "warn", 1)));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

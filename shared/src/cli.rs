@@ -1,0 +1,351 @@
+//! The `lawsync` command line: the functions' handlers, the queue and the gate, from a shell.
+//!
+//! Configuration comes from the same environment variables as the functions. Output is
+//! for people by default and JSON with `--json`; `invoke search|detail` always prints the
+//! Lambda's own response (the SQS batch response), as the functions would return it.
+#![allow(clippy::print_stdout)] // a command line: stdout is its product
+
+use std::io::Read;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::app::Deps;
+use crate::app::sqs::{MessageKind, handle_batch};
+use crate::config::Config;
+use crate::deadline::Deadline;
+use crate::gate::Gate;
+use crate::keys::Namespace;
+use crate::law::{SearchRequest, UPSTREAM};
+use crate::queue::RetryQueue;
+use crate::store::RedisConn;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lawsync",
+    version,
+    about = "Mirror law.go.kr precedents: the Lambda handlers, the retry queue and the rate gate from a shell."
+)]
+pub struct Args {
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a function's handler on an event, as Lambda would.
+    Invoke {
+        #[command(subcommand)]
+        function: Invoke,
+    },
+    /// Send a sync request for a date window to the search queue.
+    Sync {
+        /// First decision date, YYYYMMDD.
+        #[arg(long)]
+        from: String,
+        /// Last decision date, YYYYMMDD.
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        query: Option<String>,
+    },
+    /// Inspect and operate the retry queue.
+    Queue {
+        #[command(subcommand)]
+        action: QueueAction,
+    },
+    /// Inspect the rate gate, or cool it down by hand.
+    Gate {
+        #[command(subcommand)]
+        action: GateAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Invoke {
+    /// An SQS event of search messages (FILE, or - for stdin).
+    Search {
+        #[arg(long)]
+        event: String,
+    },
+    /// An SQS event of detail messages (FILE, or - for stdin).
+    Detail {
+        #[arg(long)]
+        event: String,
+    },
+    /// One drainer run; the scheduled event is optional and unused.
+    Drainer {
+        #[arg(long)]
+        event: Option<String>,
+        /// Passes to run (default 1; the Lambda runs until its deadline).
+        #[arg(long, default_value_t = 1)]
+        passes: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QueueAction {
+    /// Depth, due now, in flight, dead, oldest age.
+    Stats,
+    /// Live entries, oldest first failure first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Dead letters, oldest first.
+    Dead {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Put dead letters back as fresh entries: one (--id) or the oldest (--all, up to --limit).
+    Redrive {
+        #[arg(long, conflicts_with = "all")]
+        id: Option<String>,
+        #[arg(long)]
+        all: bool,
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GateAction {
+    /// Next free slot and any cooldown, on Redis' clock.
+    Status,
+    /// Cool the whole cluster down for SECONDS (never shortens a longer cooldown).
+    Cooldown {
+        #[arg(long)]
+        seconds: u64,
+    },
+}
+
+/// Runs one command. Errors are sanitized texts, safe to print.
+pub async fn run(args: Args) -> Result<(), String> {
+    match args.command {
+        Command::Invoke { function } => invoke(function, args.json).await,
+        Command::Sync { from, to, query } => sync(from, to, query, args.json).await,
+        Command::Queue { action } => queue(action, args.json).await,
+        Command::Gate { action } => gate(action, args.json).await,
+    }
+}
+
+async fn deps() -> Result<(Deps, aws_config::SdkConfig), String> {
+    let cfg = Config::from_env().map_err(|e| e.to_string())?;
+    let sdk = crate::aws::sdk_config().await;
+    let deps = Deps::build(cfg, &sdk).await.map_err(|e| e.to_string())?;
+    Ok((deps, sdk))
+}
+
+fn read_event(source: &str) -> Result<String, String> {
+    if source == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("reading the event from stdin: {e}"))?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(source).map_err(|e| format!("reading the event file: {}", e.kind()))
+    }
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
+    Ok(())
+}
+
+async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
+    let (deps, sdk) = deps().await?;
+    match function {
+        Invoke::Search { event } => batch(&deps, MessageKind::Search, &event).await,
+        Invoke::Detail { event } => batch(&deps, MessageKind::Detail, &event).await,
+        Invoke::Drainer { event, passes } => {
+            if let Some(e) = event {
+                serde_json::from_str::<serde_json::Value>(&read_event(&e)?)
+                    .map_err(|_| "the drainer event is not JSON".to_owned())?;
+            }
+            let alerts = deps.alerts(&sdk).await.map_err(|e| e.to_string())?;
+            let report = deps
+                .drain(&*alerts, Deadline::NONE, Some(passes.max(1)))
+                .await
+                .map_err(|e| e.to_string())?;
+            if json {
+                print_json(&report)
+            } else {
+                match report {
+                    crate::drainer::DrainReport::Busy => {
+                        println!("another drainer holds the lock; nothing done")
+                    }
+                    crate::drainer::DrainReport::Ran { passes } => {
+                        for (i, p) in passes.iter().enumerate() {
+                            println!(
+                                "pass {}: claimed {}, succeeded {}, failed {}, dead-lettered {}, skipped {}",
+                                i + 1,
+                                p.claimed,
+                                p.succeeded,
+                                p.failed,
+                                p.dead_lettered,
+                                p.skipped
+                            );
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+async fn batch(deps: &Deps, kind: MessageKind, source: &str) -> Result<(), String> {
+    let text = read_event(source)?;
+    let event = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the event is not an SQS event ({} at line {} column {})",
+            crate::law::model::category(&e),
+            e.line(),
+            e.column()
+        )
+    })?;
+    let (response, summary) = handle_batch(deps, kind, event, Deadline::NONE).await;
+    tracing::info!(?summary, "batch done");
+    print_json(&response)
+}
+
+async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Result<(), String> {
+    let req = SearchRequest {
+        from,
+        to,
+        query,
+        page: None,
+        display: None,
+    };
+    req.params().map_err(|e| e.to_string())?;
+    let (deps, _) = deps().await?;
+    let body = serde_json::to_string(&req).map_err(|e| e.to_string())?;
+    let failed = deps
+        .outbox
+        .send(crate::app::outbox::QueueName::Search, std::slice::from_ref(&body))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !failed.is_empty() {
+        return Err("SQS did not accept the sync request".into());
+    }
+    if json {
+        print_json(&serde_json::json!({ "sent": req }))
+    } else {
+        println!("sent to the search queue: {body}");
+        Ok(())
+    }
+}
+
+/// Redis and the namespace only: `queue` and `gate` need no key, so a missing
+/// `LAW_API_OC` is not an error for them.
+async fn redis_only() -> Result<(Config, RedisConn, Namespace), String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let keyless = env("LAW_API_OC").is_none() && env("LAW_API_OC_SECRET_ARN").is_none();
+    let cfg = Config::from_lookup(|k| {
+        if keyless && k == "LAW_API_OC" {
+            Some("unused".into())
+        } else {
+            env(k)
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    let conn = RedisConn::connect(&cfg.redis).await.map_err(|e| e.to_string())?;
+    let ns = Namespace::new(&cfg.app_env, UPSTREAM).map_err(|e| e.to_string())?;
+    Ok((cfg, conn, ns))
+}
+
+fn age(d: Option<Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.1} s", d.as_secs_f64()))
+}
+
+async fn queue(action: QueueAction, json: bool) -> Result<(), String> {
+    let (_, conn, ns) = redis_only().await?;
+    let q = RetryQueue::new(conn, &ns);
+    match action {
+        QueueAction::Stats => {
+            let s = q.stats().await.map_err(|e| e.to_string())?;
+            if json {
+                return print_json(&s);
+            }
+            println!(
+                "depth {}  due now {}  in flight {}  dead {}",
+                s.depth, s.due_now, s.in_flight, s.dead
+            );
+            println!(
+                "oldest first failure {} ago; next due in {}",
+                age(s.oldest_age),
+                age(s.next_due_in)
+            );
+            Ok(())
+        }
+        QueueAction::List { limit } => show(q.list(limit).await.map_err(|e| e.to_string())?, json),
+        QueueAction::Dead { limit } => show(q.dead(limit).await.map_err(|e| e.to_string())?, json),
+        QueueAction::Redrive { id, all, limit } => {
+            if id.is_none() && !all {
+                return Err("say which: --id ID, or --all".into());
+            }
+            let n = q.redrive(id.as_deref(), limit).await.map_err(|e| e.to_string())?;
+            if json {
+                print_json(&serde_json::json!({ "redriven": n }))
+            } else {
+                println!("redriven: {n}");
+                Ok(())
+            }
+        }
+    }
+}
+
+fn show(entries: Vec<crate::queue::EntryView>, json: bool) -> Result<(), String> {
+    if json {
+        return print_json(&entries);
+    }
+    if entries.is_empty() {
+        println!("(none)");
+    }
+    for e in entries {
+        let last = e.last_error.map_or("-".into(), |n| n.message);
+        println!(
+            "{}  retries {}  since {} ms  last: {}",
+            e.id, e.retry_count, e.since_ms, last
+        );
+    }
+    Ok(())
+}
+
+async fn gate(action: GateAction, json: bool) -> Result<(), String> {
+    let (cfg, conn, ns) = redis_only().await?;
+    let gate = Gate::new(conn, &ns, cfg.gate);
+    match action {
+        GateAction::Status => {
+            let s = gate.status().await.map_err(|e| e.to_string())?;
+            if json {
+                return print_json(&serde_json::json!({
+                    "nowUs": s.now_us,
+                    "nextSlotInMs": s.next_slot_in.as_millis() as u64,
+                    "cooldownMs": s.cooldown.map(|c| c.as_millis() as u64),
+                }));
+            }
+            println!(
+                "next slot in {} ms; cooldown {}",
+                s.next_slot_in.as_millis(),
+                age(s.cooldown)
+            );
+            Ok(())
+        }
+        GateAction::Cooldown { seconds } => {
+            let c = gate
+                .defer(Duration::from_secs(seconds))
+                .await
+                .map_err(|e| e.to_string())?;
+            if json {
+                return print_json(&serde_json::json!({ "cooldownMs": c.remaining.as_millis() as u64 }));
+            }
+            println!("cluster cooldown: {:.1} s left", c.remaining.as_secs_f64());
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The `lawsync` command line as a user runs it: a real process, real Redis, moto, and a
+//! local upstream. Its stdout and stderr are searched for the key.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use lawsync_tests::servers::{Topology, moto_url, unique_env};
+use lawsync_tests::upstream::{Reply, Upstream};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+const OC: &str = "oc-SECRET-cli5521";
+
+fn lawsync_bin() -> PathBuf {
+    // Integration tests run from target/<profile>/deps; the workspace's binaries sit beside.
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join("lawsync");
+    assert!(
+        bin.exists(),
+        "{} not built: run the tests with `make test` (cargo test --workspace)",
+        bin.display()
+    );
+    bin
+}
+
+struct Env {
+    vars: Vec<(String, String)>,
+    docs: PathBuf,
+}
+
+fn env(upstream: &Upstream, with_key: bool) -> Env {
+    let app_env = unique_env("cli");
+    let docs = std::env::temp_dir().join(&app_env);
+    let mut vars: Vec<(String, String)> = vec![
+        ("REDIS_URL".into(), Topology::Standalone.url()),
+        ("APP_ENV".into(), app_env),
+        ("LAW_API_BASE_URL".into(), upstream.base_url.clone()),
+        ("LAW_API_REQUEST_INTERVAL_MS".into(), "5".into()),
+        ("DOCUMENT_DIR".into(), docs.display().to_string()),
+        ("AWS_ENDPOINT_URL".into(), moto_url()),
+        ("AWS_REGION".into(), "ap-northeast-2".into()),
+        ("AWS_ACCESS_KEY_ID".into(), "test".into()),
+        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+    ];
+    if with_key {
+        vars.push(("LAW_API_OC".into(), OC.into()));
+    }
+    Env { vars, docs }
+}
+
+/// Runs `lawsync ARGS` with `stdin`; returns (exit success, stdout, stderr), after
+/// checking neither stream carries the key.
+async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut child = tokio::process::Command::new(lawsync_bin())
+        .args(args)
+        .env_clear()
+        .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lawsync");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .await
+        .expect("write stdin");
+    let out = child.wait_with_output().await.expect("lawsync output");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    for text in [&stdout, &stderr] {
+        assert!(
+            !text.contains(OC),
+            "the key reached the output of lawsync {args:?}: {text}"
+        );
+    }
+    (out.status.success(), stdout, stderr)
+}
+
+#[tokio::test]
+async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
+    let doc =
+        json!({ "PrecService": { "판례정보일련번호": "51", "사건명": "x", "판례내용": format!("{OC}") } })
+            .to_string();
+    let up = Upstream::start(vec![Reply::json(doc)], Reply::status(500)).await;
+    let env = env(&up, true);
+    let event = json!({ "Records": [
+        { "messageId": "ok", "body": "{\"id\":\"51\"}" },
+        { "messageId": "bad", "body": "not json" },
+    ] })
+    .to_string();
+    let (ok, stdout, stderr) = lawsync(&env, &["invoke", "detail", "--event", "-"], &event).await;
+    assert!(ok, "{stderr}");
+    let response: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    assert_eq!(
+        response,
+        json!({ "batchItemFailures": [{ "itemIdentifier": "bad" }] })
+    );
+    let stored = std::fs::read_to_string(env.docs.join("prec/51.json")).expect("stored document");
+    assert!(!stored.contains(OC));
+    let _ = std::fs::remove_dir_all(&env.docs);
+}
+
+#[tokio::test]
+async fn queue_and_gate_commands_need_no_key() {
+    let up = Upstream::start(vec![], Reply::status(500)).await;
+    let env = env(&up, false);
+    let (ok, stdout, stderr) = lawsync(&env, &["queue", "stats", "--json"], "").await;
+    assert!(ok, "{stderr}");
+    let stats: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(
+        (stats["depth"].as_u64(), stats["dead"].as_u64()),
+        (Some(0), Some(0)),
+        "{stats}"
+    );
+    let (ok, _, stderr) = lawsync(&env, &["gate", "cooldown", "--seconds", "60"], "").await;
+    assert!(ok, "{stderr}");
+    let (ok, stdout, _) = lawsync(&env, &["gate", "status", "--json"], "").await;
+    assert!(ok);
+    let status: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert!(
+        status["cooldownMs"].as_u64().is_some_and(|c| c > 59_000),
+        "{status}"
+    );
+    let (ok, stdout, _) = lawsync(&env, &["queue", "dead"], "").await;
+    assert!(ok && stdout.contains("(none)"), "{stdout}");
+}
+
+#[tokio::test]
+async fn mistakes_get_clear_errors() {
+    let up = Upstream::start(vec![], Reply::status(500)).await;
+    let env = env(&up, true);
+    let (ok, _, stderr) = lawsync(&env, &["queue", "redrive"], "").await;
+    assert!(!ok && stderr.contains("--id ID, or --all"), "{stderr}");
+    let (ok, _, stderr) = lawsync(&env, &["invoke", "detail", "--event", "-"], "{\"nope\":").await;
+    assert!(!ok && stderr.contains("not an SQS event"), "{stderr}");
+    let (ok, _, stderr) = lawsync(&env, &["sync", "--from", "20260231", "--to", "20260301"], "").await;
+    assert!(!ok && stderr.contains("YYYYMMDD"), "{stderr}");
+    let mut keyless = self::env(&up, false);
+    keyless.vars.retain(|(k, _)| k != "LAW_API_OC");
+    let (ok, _, stderr) = lawsync(&keyless, &["invoke", "detail", "--event", "-"], "{}").await;
+    assert!(!ok && stderr.contains("LAW_API_OC"), "{stderr}");
+}
+
+#[tokio::test]
+async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
+    let up = Upstream::start(vec![], Reply::status(500)).await;
+    let mut env = env(&up, true);
+    let sqs = aws_sdk_sqs::Client::new(&lawsync_tests::servers::moto_sdk().await);
+    let name = unique_env("sync");
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .expect("queue")
+        .queue_url()
+        .expect("url")
+        .to_owned();
+    env.vars.push(("SEARCH_QUEUE_URL".into(), url.clone()));
+    let (ok, stdout, stderr) = lawsync(
+        &env,
+        &[
+            "sync",
+            "--from",
+            "20260101",
+            "--to",
+            "20260131",
+            "--query",
+            "손해배상",
+        ],
+        "",
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("sent to the search queue"), "{stdout}");
+    let got = sqs
+        .receive_message()
+        .queue_url(&url)
+        .send()
+        .await
+        .expect("receive");
+    let bodies: Vec<Value> = got
+        .messages()
+        .iter()
+        .map(|m| serde_json::from_str(m.body().expect("body")).expect("json"))
+        .collect();
+    assert_eq!(
+        bodies,
+        [json!({ "from": "20260101", "to": "20260131", "query": "손해배상" })]
+    );
+    let (ok, stdout, stderr) = lawsync(&env, &["invoke", "drainer", "--json"], "").await;
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(report["status"], "ran", "{report}");
+    assert_eq!(report["passes"][0]["claimed"], 0, "{report}");
+}
