@@ -84,6 +84,8 @@ pub struct Seen {
     pub headers: Vec<(String, String)>,
     /// The request body (read by Content-Length), as text.
     pub body: String,
+    /// The status this server answered.
+    pub status: u16,
     pub at: Instant,
 }
 
@@ -107,6 +109,9 @@ struct State {
     script: VecDeque<Reply>,
     fallback: Reply,
     seen: Vec<Seen>,
+    /// The rate rule, when enforced: a call closer than this to the previous call gets 429.
+    min_interval: Option<Duration>,
+    last_call: Option<Instant>,
 }
 
 /// The running server. Dropping it stops accepting.
@@ -126,6 +131,8 @@ impl Upstream {
             script: script.into(),
             fallback,
             seen: Vec::new(),
+            min_interval: None,
+            last_call: None,
         }));
         let st = state.clone();
         let task = tokio::spawn(async move {
@@ -138,6 +145,12 @@ impl Upstream {
             state,
             task,
         }
+    }
+
+    /// Enforces law.go.kr's rate rule: any call arriving closer than `interval` to the
+    /// previous call is answered 429 with `Retry-After: 1` (and takes no scripted reply).
+    pub fn enforce_interval(&self, interval: Duration) {
+        self.state.lock().expect("upstream lock").min_interval = Some(interval);
     }
 
     /// Requests received so far.
@@ -165,8 +178,21 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
         };
         let reply = {
             let mut st = state.lock().expect("upstream lock");
-            st.seen.push(head);
-            st.script.pop_front().unwrap_or_else(|| st.fallback.clone())
+            let too_close = match (st.min_interval, st.last_call) {
+                (Some(min), Some(last)) => head.at.duration_since(last) < min,
+                _ => false,
+            };
+            st.last_call = Some(head.at);
+            let reply = if too_close {
+                Reply::status(429).header("Retry-After", "1")
+            } else {
+                st.script.pop_front().unwrap_or_else(|| st.fallback.clone())
+            };
+            st.seen.push(Seen {
+                status: reply.status,
+                ..head
+            });
+            reply
         };
         if write_reply(&mut sock, reply).await.is_err() {
             return;
@@ -211,6 +237,7 @@ async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Seen> {
         query,
         headers,
         body,
+        status: 0,
         at: Instant::now(),
     })
 }

@@ -202,3 +202,59 @@ async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
     assert_eq!(report["status"], "ran", "{report}");
     assert_eq!(report["passes"][0]["claimed"], 0, "{report}");
 }
+
+/// The acceptance run: four `lawsync invoke detail` processes at once, five ids each,
+/// against an upstream that answers 429 to any two calls closer than its interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_share_the_gate_without_a_single_429() {
+    // The upstream's rule is 200 ms; the gate runs 10 ms above it, the margin any client
+    // needs for the moments between a grant and the request's arrival.
+    const RULE: std::time::Duration = std::time::Duration::from_millis(200);
+    let doc = json!({ "PrecService": { "판례정보일련번호": "1", "사건명": "x" } }).to_string();
+    let up = Upstream::start(vec![], Reply::json(doc)).await;
+    up.enforce_interval(RULE);
+    let mut env = env(&up, true);
+    env.vars.retain(|(k, _)| k != "LAW_API_REQUEST_INTERVAL_MS");
+    env.vars
+        .push(("LAW_API_REQUEST_INTERVAL_MS".into(), "210".into()));
+    env.vars.push(("LAW_API_GATE_TOLERANCE_MS".into(), "5".into()));
+    let env = std::sync::Arc::new(env);
+    let runs: Vec<_> = (0..4)
+        .map(|p| {
+            let env = env.clone();
+            tokio::spawn(async move {
+                let records: Vec<Value> = (0..5)
+                    .map(|i| json!({ "messageId": format!("p{p}-{i}"), "body": format!("{{\"id\":\"{}\"}}", 600 + p * 10 + i) }))
+                    .collect();
+                lawsync(&env, &["invoke", "detail", "--event", "-"], &json!({ "Records": records }).to_string()).await
+            })
+        })
+        .collect();
+    for r in runs {
+        let (ok, stdout, stderr) = r.await.expect("process task");
+        assert!(ok, "{stderr}");
+        let response: Value = serde_json::from_str(&stdout).expect("JSON");
+        assert_eq!(response["batchItemFailures"], json!([]), "{response}");
+    }
+    let seen = up.seen();
+    let statuses: Vec<u16> = seen.iter().map(|s| s.status).collect();
+    assert_eq!(seen.len(), 20, "one call per id: {statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200),
+        "the upstream answered 429: {statuses:?}"
+    );
+    let gaps: Vec<_> = seen.windows(2).map(|w| w[1].at - w[0].at).collect();
+    let min_gap = gaps.iter().min().expect("gaps");
+    assert!(
+        *min_gap >= RULE,
+        "calls closer than the upstream's interval: {min_gap:?}"
+    );
+    eprintln!("four processes: 20 calls, no 429, smallest gap at the upstream {min_gap:?}");
+    for p in 0..4 {
+        for i in 0..5 {
+            let path = env.docs.join(format!("prec/{}.json", 600 + p * 10 + i));
+            assert!(path.exists(), "{} not stored", path.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&env.docs);
+}
