@@ -5,13 +5,14 @@ CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
 
-.PHONY: test lint redis-up redis-down moto-up moto-down bench-gate bench-queue deps demo help
+.PHONY: test lint redis-up redis-down moto-up moto-down bench-gate bench-queue lambda-build deps demo help
 
 help:
 	@echo "make test        lint, then every test against real Redis (standalone + 3-node cluster)"
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
+	@echo "make lambda-build the three bootstraps with cargo-lambda (ARCH=arm64 for Graviton), with sizes"
 	@echo "make deps        install what the tests need (redis-server, redis-tools, python3-venv) when missing"
 
 deps:
@@ -49,6 +50,9 @@ bench-queue: redis-up
 	@set -a; . $(REDIS_ENV); set +a; \
 	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-queue || status=$$?; \
 	scripts/test-redis.sh down; exit $$status
+
+lambda-build:
+	@scripts/lambda-build.sh
 
 demo:
 	@echo "make demo arrives with the local runtime and the law.go.kr look-alike (see the README's roadmap)." >&2; exit 1

@@ -133,10 +133,7 @@ pub async fn run(args: Args) -> Result<(), String> {
 }
 
 async fn deps() -> Result<(Deps, aws_config::SdkConfig), String> {
-    let cfg = Config::from_env().map_err(|e| e.to_string())?;
-    let sdk = crate::aws::sdk_config().await;
-    let deps = Deps::build(cfg, &sdk).await.map_err(|e| e.to_string())?;
-    Ok((deps, sdk))
+    Deps::from_env().await.map_err(|e| e.to_string())
 }
 
 fn read_event(source: &str) -> Result<String, String> {

@@ -12,9 +12,7 @@ use lawsync::app::sqs::{MessageKind, handle_batch};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lawsync::telemetry::init();
-    let cfg = lawsync::Config::from_env()?;
-    let sdk = lawsync::aws::sdk_config().await;
-    let deps = Deps::build(cfg, &sdk).await?;
+    let (deps, _sdk) = Deps::from_env().await?;
     let deps = &deps;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());

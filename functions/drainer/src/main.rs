@@ -11,9 +11,7 @@ use lawsync::app::Deps;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lawsync::telemetry::init();
-    let cfg = lawsync::Config::from_env()?;
-    let sdk = lawsync::aws::sdk_config().await;
-    let deps = Deps::build(cfg, &sdk).await?;
+    let (deps, sdk) = Deps::from_env().await?;
     let alerts = deps.alerts(&sdk).await?;
     let (deps, alerts) = (&deps, &*alerts);
     // The scheduled event's content carries nothing the drainer needs.

@@ -74,6 +74,15 @@ impl Deps {
         })
     }
 
+    /// A cold start from the process environment: the configuration, the AWS SDK's own
+    /// (so `AWS_ENDPOINT_URL` reaches every client), then [`Deps::build`].
+    pub async fn from_env() -> Result<(Self, aws_config::SdkConfig), StartupError> {
+        let cfg = Config::from_env()?;
+        let sdk = crate::aws::sdk_config().await;
+        let deps = Self::build(cfg, &sdk).await?;
+        Ok((deps, sdk))
+    }
+
     /// The drainer over this queue, dispatching `SEARCH` and `DETAIL` jobs to the same code
     /// the SQS handlers run, alerting through `alerts`.
     pub async fn drain(
