@@ -99,12 +99,15 @@ async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
     let (ok, stdout, stderr) = lawsync(&env, &["invoke", "detail", "--event", "-"], &event).await;
     assert!(ok, "{stderr}");
     let response: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
-    assert_eq!(
-        response,
-        json!({ "batchItemFailures": [{ "itemIdentifier": "bad" }] })
-    );
+    // The invalid body is kept as a dead letter, not redelivered.
+    assert_eq!(response, json!({ "batchItemFailures": [] }));
     let stored = std::fs::read_to_string(env.docs.join("prec/51.json")).expect("stored document");
     assert!(!stored.contains(OC));
+    let (ok, stdout, _) = lawsync(&env, &["queue", "dead", "--json"], "").await;
+    assert!(ok);
+    let dead: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(dead[0]["id"], "INVALID:bad", "{dead}");
+    assert_eq!(dead[0]["job"]["payload"]["body"], "not json", "{dead}");
     let _ = std::fs::remove_dir_all(&env.docs);
 }
 

@@ -2,11 +2,11 @@
 //! `ReportBatchItemFailures`).
 //!
 //! Messages are handled one at a time (the gate serializes calls anyway), each in its own
-//! span. A message is reported as a batch item failure, and so redelivered by SQS (and
-//! moved to the queue's dead-letter queue after its receive limit), when its body is not
-//! a valid message, when no time was left to start it, or when its failure could be
-//! neither parked nor recorded. Everything else succeeds: done, parked in the retry queue,
-//! or recorded as a permanent failure.
+//! span. A message is reported as a batch item failure, and so redelivered by SQS, only
+//! when no time was left to start it, or when its failure could be neither parked nor
+//! recorded. Everything else succeeds: done, parked in the retry queue, or recorded as a
+//! dead letter (a permanent failure, or a body that is not a valid message: retrying
+//! either cannot help, and the dead letter keeps it visible and redrivable).
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde::Deserialize;
@@ -69,21 +69,19 @@ pub async fn handle_batch(
             fail(&mut response);
             continue;
         }
-        let settled = handle_one(deps, kind, record.body.as_deref().unwrap_or(""), deadline)
+        let body = record.body.as_deref().unwrap_or("");
+        let handled = handle_one(deps, kind, &message_id, body, deadline)
             .instrument(span)
             .await;
-        match settled {
+        match handled {
             Handled::Settled(Settlement::Done) => summary.done += 1,
             Handled::Settled(Settlement::Parked) => summary.parked += 1,
             Handled::Settled(Settlement::Permanent) => summary.permanent += 1,
-            Handled::Settled(Settlement::ReturnToSqs) => {
+            Handled::Invalid(Settlement::ReturnToSqs) | Handled::Settled(Settlement::ReturnToSqs) => {
                 summary.returned += 1;
                 fail(&mut response);
             }
-            Handled::Invalid => {
-                summary.invalid += 1;
-                fail(&mut response);
-            }
+            Handled::Invalid(_) => summary.invalid += 1,
         }
     }
     (response, summary)
@@ -91,15 +89,49 @@ pub async fn handle_batch(
 
 enum Handled {
     Settled(Settlement),
-    Invalid,
+    /// Not a valid message; how recording it went.
+    Invalid(Settlement),
 }
 
-async fn handle_one(deps: &Deps, kind: MessageKind, body: &str, deadline: Deadline) -> Handled {
+/// Job type under which invalid message bodies are kept as dead letters.
+pub const INVALID: &str = "INVALID";
+
+/// Most characters of an invalid body kept with its dead letter.
+const INVALID_BODY_KEPT: usize = 1000;
+
+/// Keeps an invalid body as a dead letter named by its message id (the key scrubbed, cut
+/// to a bounded length), so it is neither retried nor lost.
+async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: String) -> Settlement {
+    let kept: String = deps
+        .law
+        .key()
+        .scrub(body)
+        .chars()
+        .take(INVALID_BODY_KEPT)
+        .collect();
+    let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
+    let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
+    match deps.queue.record_dead(&job, note).await {
+        Ok(()) => Settlement::Permanent,
+        Err(e) => {
+            tracing::error!(error = %e, "could not record the invalid message; returning it to SQS");
+            Settlement::ReturnToSqs
+        }
+    }
+}
+
+async fn handle_one(
+    deps: &Deps,
+    kind: MessageKind,
+    message_id: &str,
+    body: &str,
+    deadline: Deadline,
+) -> Handled {
     match kind {
         MessageKind::Detail => {
             let msg: DetailMessage = match parse(body, r#"{"id":"<판례일련번호>"}"#) {
-                Some(m) => m,
-                None => return Handled::Invalid,
+                Ok(m) => m,
+                Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
             };
             tracing::Span::current().record("precedent_id", msg.id.as_str());
             let job = jobs::detail_job(&msg.id);
@@ -109,12 +141,10 @@ async fn handle_one(deps: &Deps, kind: MessageKind, body: &str, deadline: Deadli
             }
         }
         MessageKind::Search => {
-            let req: SearchRequest = match parse(
-                body,
-                r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?}"#,
-            ) {
-                Some(r) => r,
-                None => return Handled::Invalid,
+            let expected = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?}"#;
+            let req: SearchRequest = match parse(body, expected) {
+                Ok(r) => r,
+                Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
             };
             let job = jobs::search_job(&req);
             match jobs::run_search(deps, &req, deadline).await {
@@ -125,14 +155,17 @@ async fn handle_one(deps: &Deps, kind: MessageKind, body: &str, deadline: Deadli
     }
 }
 
-/// Parses a message body, logging a clear reason (the expected shape and serde's position,
-/// never the body itself) when it is not one.
-fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &str) -> Option<T> {
-    match serde_json::from_str(body) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            tracing::error!(expected, line = e.line(), column = e.column(), problem = %crate::law::model::category(&e), "invalid message body; back to SQS (it reaches the dead-letter queue after its receive limit)");
-            None
-        }
-    }
+/// Parses a message body; on failure, logs and returns a clear reason (the expected shape
+/// and serde's position, never the body itself).
+fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &str) -> Result<T, String> {
+    serde_json::from_str(body).map_err(|e| {
+        let reason = format!(
+            "invalid message body ({} at line {} column {}); expected {expected}",
+            crate::law::model::category(&e),
+            e.line(),
+            e.column()
+        );
+        tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
+        reason
+    })
 }
