@@ -33,9 +33,7 @@ pub trait DocumentStore: Send + Sync + std::fmt::Debug {
 
 /// The stable key of a precedent's document.
 pub fn precedent_key(id: &str) -> Result<String, DocError> {
-    if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(DocError::InvalidKey(id.chars().take(24).collect()));
-    }
+    crate::law::check_precedent_id(id).map_err(|_| DocError::InvalidKey(id.chars().take(24).collect()))?;
     Ok(format!("prec/{id}.json"))
 }
 

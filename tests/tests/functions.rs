@@ -84,6 +84,7 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
             queue,
             docs,
             outbox,
+            ns: ns.clone(),
         },
         ns,
         search_url: urls[0].clone(),

@@ -116,12 +116,8 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
 /// One precedent: fetched and stored under `prec/{id}.json`. One that law.go.kr says does
 /// not exist is recorded under `missing/{id}.json` and counts as done.
 pub async fn run_detail(deps: &Deps, id: &str, deadline: Deadline) -> Result<(), JobError> {
-    let key = precedent_key(id).map_err(|_| {
-        LawError::InvalidRequest(format!(
-            "precedent id must be 1-20 digits, got {:?}",
-            id.chars().take(24).collect::<String>()
-        ))
-    })?;
+    crate::law::check_precedent_id(id)?;
+    let key = precedent_key(id).map_err(|e| JobError::Store(e.to_string()))?;
     match deps.law.detail(id, deadline).await {
         Ok(doc) => {
             let body = serde_json::to_vec(&doc).map_err(|e| JobError::Store(e.to_string()))?;

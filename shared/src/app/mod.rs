@@ -26,6 +26,8 @@ pub struct Deps {
     pub queue: RetryQueue,
     pub docs: Arc<dyn DocumentStore>,
     pub outbox: Arc<dyn Outbox>,
+    /// `APP_ENV` and the upstream: the Redis key space of the gate, queue and lock.
+    pub ns: crate::keys::Namespace,
 }
 
 /// Why a cold start failed. Names what to fix; never a secret.
@@ -71,6 +73,7 @@ impl Deps {
             queue,
             docs,
             outbox,
+            ns,
         })
     }
 
@@ -91,9 +94,7 @@ impl Deps {
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
     ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
-        let ns = crate::keys::Namespace::new(&self.cfg.app_env, crate::law::UPSTREAM)
-            .map_err(|e| crate::store::StoreError::Invalid(e.to_string()))?;
-        let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), ns.drainer_lock());
+        let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
         let drainer = crate::drainer::Drainer {
             queue: &self.queue,

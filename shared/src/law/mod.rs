@@ -16,8 +16,8 @@ pub use error::{
     BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind,
 };
 pub use model::{
-    PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, decode_body, parse_detail,
-    parse_search,
+    PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, check_precedent_id,
+    decode_body, parse_detail, parse_search,
 };
 pub use retry_after::parse_retry_after;
 
@@ -95,12 +95,7 @@ impl LawClient {
     /// The full record of precedent `id` (`판례일련번호`) from `lawService.do`.
     pub async fn detail(&self, id: &str, deadline: Deadline) -> Result<PrecedentDetail, LawError> {
         let result = async {
-            if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(LawError::InvalidRequest(format!(
-                    "precedent id must be 1-20 digits, got {:?}",
-                    truncate(id)
-                )));
-            }
+            check_precedent_id(id)?;
             let body = self
                 .call(Endpoint::Detail, &[("ID", id.to_owned())], deadline)
                 .await?;
@@ -227,10 +222,6 @@ fn backoff(attempt: u32) -> Duration {
 /// Upward jitter up to [`BACKOFF_JITTER_FRACTION`] of `base`.
 fn jitter(base: Duration) -> Duration {
     base.mul_f64(rand::rng().random_range(0.0..=BACKOFF_JITTER_FRACTION))
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(24).collect()
 }
 
 #[cfg(test)]

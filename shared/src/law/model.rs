@@ -80,6 +80,18 @@ impl SearchRequest {
     }
 }
 
+/// Checks a precedent id (`판례일련번호`): 1-20 ASCII digits, the only form law.go.kr
+/// issues, and the only one safe in a query string and a document key.
+pub fn check_precedent_id(id: &str) -> Result<(), LawError> {
+    if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
+        let shown: String = id.chars().take(24).collect();
+        return Err(LawError::InvalidRequest(format!(
+            "precedent id must be 1-20 digits, got {shown:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks a `YYYYMMDD` calendar date.
 pub fn check_date(field: &str, v: &str) -> Result<(), LawError> {
     let bad = || LawError::InvalidRequest(format!("{field} must be a date as YYYYMMDD, got {v:?}"));

@@ -142,11 +142,9 @@ impl RetryQueue {
         retry_after: Option<Duration>,
         error: ErrorNote,
     ) -> Result<Enqueued, StoreError> {
-        job.check().map_err(StoreError::Invalid)?;
+        let job_json = job_json(job)?;
         let delay = self.backoff.delay(0, retry_after);
         let history = self.history_json(&[], error);
-        let job_json = serde_json::to_string(job)
-            .map_err(|_| StoreError::Invalid("job payload is not serializable".into()))?;
         let k = &self.keys;
         let (status, _due): (i64, i64) = scripts::ENQUEUE
             .key(&k.jobs)
@@ -288,9 +286,7 @@ impl RetryQueue {
     /// Records `job` as a dead letter at once (a permanent failure seen outside the queue),
     /// with `error`, and owes an alert for it. A job already dead is left as it is.
     pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<(), StoreError> {
-        job.check().map_err(StoreError::Invalid)?;
-        let job_json = serde_json::to_string(job)
-            .map_err(|_| StoreError::Invalid("job payload is not serializable".into()))?;
+        let job_json = job_json(job)?;
         let q = &self.keys;
         let _: i64 = scripts::BURY
             .key(&q.jobs)
@@ -507,6 +503,12 @@ impl RetryQueue {
             .take(MAX_ERROR_TEXT)
             .collect()
     }
+}
+
+/// A job checked and serialized for storage, as every write of one needs it.
+fn job_json(job: &Job) -> Result<String, StoreError> {
+    job.check().map_err(StoreError::Invalid)?;
+    serde_json::to_string(job).map_err(|_| StoreError::Invalid("job payload is not serializable".into()))
 }
 
 /// Whole milliseconds, saturating (a `Duration` can exceed what Redis takes).
