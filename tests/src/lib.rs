@@ -5,11 +5,15 @@
 //!   3-node cluster), a fresh key namespace per test, and connection helpers.
 //! - [`upstream`]: a real HTTP/1.1 server on `127.0.0.1:0` that plays law.go.kr from a
 //!   script of replies, including broken ones, and records what it was sent.
+//! - [`lookalike`]: a law.go.kr look-alike over a synthetic corpus that enforces the rate
+//!   rule itself, with faults injected on demand; the demo runs it as `law-lookalike`.
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
 //!
-//! Binaries: `gate-probe` (acquires slots from another process) and `bench-gate`.
+//! Binaries: `gate-probe` (acquires slots from another process), `bench-gate`,
+//! `bench-queue`, `law-lookalike` and `demo`.
 
 pub mod capture;
+pub mod lookalike;
 pub mod servers;
 pub mod upstream;

@@ -200,7 +200,7 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
     }
 }
 
-async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Seen> {
+pub(crate) async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Seen> {
     let end = loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break end;
@@ -253,7 +253,7 @@ async fn fill(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
+pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     tokio::time::sleep(reply.delay).await;
     let mut head = format!("HTTP/1.1 {} X\r\n", reply.status);
     for (k, v) in &reply.headers {

@@ -1,0 +1,460 @@
+//! A law.go.kr look-alike: the DRF search and detail endpoints over a deterministic
+//! synthetic corpus, the OC and Referer checked, and the rate rule enforced — a call that
+//! arrives closer than the configured interval to the previous call is answered 429 with
+//! `Retry-After: 1`, whoever sent it.
+//!
+//! Faults are injected at start (`--inject`) or at run time through a small control
+//! endpoint, `POST /_control/fault` with an [`Injection`] (or an array of them); each
+//! applies to the next `count` API calls (of one endpoint, when named). Every API call is
+//! logged with its arrival time, endpoint, status and cause, never its OC:
+//! `GET /_control/log?since=N` returns the log from entry N on.
+//!
+//! The integration tests start it in-process ([`Lookalike::start`]); the demo runs the
+//! `law-lookalike` binary.
+
+pub mod corpus;
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::upstream::{Body, Reply, Seen, read_head, write_reply};
+pub use corpus::{Corpus, Precedent};
+
+/// The Referer the real service requires since 2026 (a prefix match).
+pub const REFERER_PREFIX: &str = "https://www.law.go.kr";
+/// law.go.kr's answer, on HTTP 200, to a key or Referer it does not accept.
+pub const VERIFY_FAILED: &str = "사용자 정보 검증에 실패하였습니다.";
+/// law.go.kr's answer, on HTTP 200, for a precedent it does not have.
+pub const NO_MATCH: &str = "일치하는 판례가 없습니다.  판례명을 확인하여 주십시오.";
+
+/// How the look-alike is set up.
+#[derive(Debug, Clone)]
+pub struct LookalikeConfig {
+    /// The only OC it accepts.
+    pub oc: String,
+    /// The rate rule; `None` disables it.
+    pub interval: Option<Duration>,
+    pub seed: u64,
+    /// Appends every arrival to this file as a JSON line.
+    pub log_file: Option<std::path::PathBuf>,
+    /// Prints a line per arrival to stderr.
+    pub echo: bool,
+}
+
+impl LookalikeConfig {
+    pub fn new(oc: &str) -> Self {
+        Self {
+            oc: oc.to_owned(),
+            interval: Some(Duration::from_secs(1)),
+            seed: 1,
+            log_file: None,
+            echo: false,
+        }
+    }
+}
+
+/// A fault the next calls get instead of their answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// 429 with `Retry-After` in seconds, or as an HTTP-date that many seconds ahead.
+    TooMany {
+        #[serde(default)]
+        retry_after: Option<u64>,
+        #[serde(default)]
+        as_date: bool,
+    },
+    /// A bare status: 500, 502, 503, 404...
+    Status { status: u16 },
+    /// 302 to a maintenance page.
+    Redirect,
+    /// The anti-bot HTML page, on a 200.
+    Html,
+    /// `{"result":"사용자 정보 검증에 실패하였습니다.","msg":...}` on a 200; the msg echoes the OC.
+    Result,
+    /// `{"Law":"일치하는 판례가 없습니다..."}` on a 200.
+    Law,
+    /// A 200 whose chunked body runs to `bytes`.
+    Oversized { bytes: u64 },
+    /// The real answer, after `delay_ms`.
+    Slow { delay_ms: u64 },
+}
+
+impl Fault {
+    fn name(&self) -> &'static str {
+        match self {
+            Fault::TooMany { .. } => "too_many",
+            Fault::Status { .. } => "status",
+            Fault::Redirect => "redirect",
+            Fault::Html => "html",
+            Fault::Result => "result",
+            Fault::Law => "law",
+            Fault::Oversized { .. } => "oversized",
+            Fault::Slow { .. } => "slow",
+        }
+    }
+}
+
+/// A fault for the next `count` calls, of one endpoint (`search`/`detail`) or any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Injection {
+    #[serde(flatten)]
+    pub fault: Fault,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub endpoint: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl Injection {
+    pub fn new(fault: Fault, count: u32) -> Self {
+        Self {
+            fault,
+            count,
+            endpoint: None,
+        }
+    }
+}
+
+/// One API call as the look-alike saw it. No OC: only whether it was the right one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    /// Arrival, milliseconds since the Unix epoch.
+    pub at_ms: f64,
+    /// `search`, `detail` or `other`.
+    pub endpoint: String,
+    /// `ID` of a detail call, `page` of a search.
+    #[serde(default)]
+    pub item: Option<String>,
+    pub status: u16,
+    /// `ok`, `rate` (the rule broken), `injected:<fault>`, `verify` (OC or Referer),
+    /// `no_match`, `bad_request` or `not_found`.
+    pub cause: String,
+}
+
+#[derive(Debug)]
+struct State {
+    cfg: LookalikeConfig,
+    corpus: Corpus,
+    last_call: Option<Instant>,
+    faults: VecDeque<Injection>,
+    log: Vec<Arrival>,
+}
+
+/// The running look-alike. Dropping it stops accepting.
+#[derive(Debug)]
+pub struct Lookalike {
+    pub base_url: String,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Lookalike {
+    /// Starts on a free loopback port.
+    pub async fn start(cfg: LookalikeConfig) -> std::io::Result<Self> {
+        Self::bind("127.0.0.1:0", cfg).await
+    }
+
+    pub async fn bind(addr: &str, cfg: LookalikeConfig) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(Mutex::new(State {
+            corpus: Corpus::new(cfg.seed),
+            cfg,
+            last_call: None,
+            faults: VecDeque::new(),
+            log: Vec::new(),
+        }));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                tokio::spawn(serve(sock, st.clone()));
+            }
+        });
+        Ok(Self {
+            base_url: format!("http://{addr}"),
+            state,
+            task,
+        })
+    }
+
+    /// Queues a fault for the next calls.
+    pub fn inject(&self, injection: Injection) {
+        lock(&self.state).faults.push_back(injection);
+    }
+
+    /// Every API call so far.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        lock(&self.state).log.clone()
+    }
+
+    pub fn corpus(&self) -> Corpus {
+        lock(&self.state).corpus
+    }
+}
+
+impl Drop for Lookalike {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
+    let mut buf = Vec::new();
+    while let Some(req) = read_head(&mut sock, &mut buf).await {
+        let reply = answer(&state, &req);
+        let close = req
+            .header("Connection")
+            .is_some_and(|c| c.eq_ignore_ascii_case("close"));
+        if write_reply(&mut sock, reply).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
+    if let Some(control) = req.path.strip_prefix("/_control/") {
+        return self::control(state, control, req);
+    }
+    let mut st = lock(state);
+    let endpoint = match req.path.as_str() {
+        "/DRF/lawSearch.do" => "search",
+        "/DRF/lawService.do" => "detail",
+        _ => "other",
+    };
+    let item = match endpoint {
+        "search" => Some(req.param("page").unwrap_or("1").to_owned()),
+        "detail" => req.param("ID").map(str::to_owned),
+        _ => None,
+    };
+    let (reply, cause) = if endpoint == "other" {
+        (
+            Reply::status(404).text("<html><body>404 Not Found</body></html>"),
+            "not_found".to_owned(),
+        )
+    } else {
+        st.respond(endpoint, req)
+    };
+    let arrival = Arrival {
+        at_ms: epoch_ms(SystemTime::now()),
+        endpoint: endpoint.to_owned(),
+        item,
+        status: reply.status,
+        cause,
+    };
+    if st.cfg.echo {
+        eprintln!(
+            "law-lookalike: {:.3} {} {} {} {}",
+            arrival.at_ms / 1000.0,
+            arrival.endpoint,
+            arrival.item.as_deref().unwrap_or("-"),
+            arrival.status,
+            arrival.cause
+        );
+    }
+    if let Some(path) = &st.cfg.log_file
+        && let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(f, "{}", serde_json::to_string(&arrival).unwrap_or_default());
+    }
+    st.log.push(arrival);
+    reply
+}
+
+impl State {
+    fn respond(&mut self, endpoint: &str, req: &Seen) -> (Reply, String) {
+        // The rule first, as on the real service: every call counts, answered or not.
+        let too_close = matches!((self.cfg.interval, self.last_call), (Some(min), Some(last)) if req.at.duration_since(last) < min);
+        self.last_call = Some(req.at);
+        if too_close {
+            return (Reply::status(429).header("Retry-After", "1"), "rate".to_owned());
+        }
+        if let Some(pos) = self
+            .faults
+            .iter()
+            .position(|f| f.endpoint.as_deref().is_none_or(|e| e == endpoint))
+        {
+            let fault = self.faults[pos].fault.clone();
+            self.faults[pos].count = self.faults[pos].count.saturating_sub(1);
+            if self.faults[pos].count == 0 {
+                self.faults.remove(pos);
+            }
+            let cause = format!("injected:{}", fault.name());
+            return (self.fault_reply(fault, endpoint, req), cause);
+        }
+        self.real_reply(endpoint, req)
+    }
+
+    fn fault_reply(&self, fault: Fault, endpoint: &str, req: &Seen) -> Reply {
+        match fault {
+            Fault::TooMany { retry_after, as_date } => {
+                let r = Reply::status(429);
+                match retry_after {
+                    Some(s) if as_date => r.header(
+                        "Retry-After",
+                        &httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(s)),
+                    ),
+                    Some(s) => r.header("Retry-After", &s.to_string()),
+                    None => r,
+                }
+            }
+            Fault::Status { status } => Reply::status(status).text("<html><body>Service Unavailable</body></html>"),
+            Fault::Redirect => Reply::status(302).header("Location", "https://www.law.go.kr/LSW/maintenance.html"),
+            Fault::Html => Reply::status(200)
+                .header("Content-Type", "text/html;charset=UTF-8")
+                .text("<html><head><script>location.assign('/LSW/check.do?rsn=bot');</script></head><body></body></html>"),
+            Fault::Result => {
+                let oc = req.param("OC").unwrap_or("");
+                json_reply(json!({"result": VERIFY_FAILED, "msg": format!("OC({oc}) 사용자 정보를 확인하여 주십시오.")}))
+            }
+            Fault::Law => json_reply(json!({ "Law": NO_MATCH })),
+            Fault::Oversized { bytes } => Reply::status(200)
+                .header("Content-Type", "application/json;charset=UTF-8")
+                .with_body(Body::Endless { total: bytes }),
+            Fault::Slow { delay_ms } => self
+                .real_reply(endpoint, req)
+                .0
+                .delayed(Duration::from_millis(delay_ms)),
+        }
+    }
+
+    fn real_reply(&self, endpoint: &str, req: &Seen) -> (Reply, String) {
+        let referer_ok = req
+            .header("Referer")
+            .is_some_and(|r| r.starts_with(REFERER_PREFIX));
+        let oc = req.param("OC").unwrap_or("");
+        if !referer_ok || oc != self.cfg.oc {
+            let msg = format!(
+                "OC({oc}) 사용자 정보를 확인하여 주십시오. 등록된 IP, 도메인(Referer)인지 확인하세요."
+            );
+            return (
+                json_reply(json!({"result": VERIFY_FAILED, "msg": msg})),
+                "verify".to_owned(),
+            );
+        }
+        if req.param("target") != Some("prec")
+            || !req.param("type").is_some_and(|t| t.eq_ignore_ascii_case("json"))
+        {
+            let msg = "target, type 요청 변수를 확인하여 주십시오.";
+            return (
+                json_reply(json!({"result": "요청 변수가 올바르지 않습니다.", "msg": msg})),
+                "bad_request".to_owned(),
+            );
+        }
+        if endpoint == "search" {
+            return (json_reply(self.search(req)), "ok".to_owned());
+        }
+        let found = req
+            .param("ID")
+            .and_then(|id| id.parse::<u64>().ok())
+            .and_then(|id| self.corpus.get(id))
+            .filter(|p| !p.detail_missing);
+        match found {
+            Some(p) => (json_reply(json!({ "PrecService": p.detail() })), "ok".to_owned()),
+            None => (json_reply(json!({ "Law": NO_MATCH })), "no_match".to_owned()),
+        }
+    }
+
+    fn search(&self, req: &Seen) -> Value {
+        let (from, to) = req
+            .param("prncYd")
+            .and_then(|w| w.split_once('~'))
+            .unwrap_or((corpus::FIRST_DAY, corpus::LAST_DAY));
+        let mut hits = self.corpus.window(from, to);
+        let query = req.param("query").filter(|q| !q.is_empty());
+        if let Some(q) = query {
+            hits.retain(|p| p.case_name.contains(q));
+        }
+        if req.param("sort") == Some("ddes") {
+            hits.reverse();
+        }
+        let num = |name: &str, default: usize| {
+            req.param(name)
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(default)
+        };
+        let display = num("display", 20).clamp(1, 100);
+        let page = num("page", 1).max(1);
+        let items: Vec<Value> = hits
+            .iter()
+            .skip((page - 1).saturating_mul(display))
+            .take(display)
+            .map(|p| p.search_item(&self.cfg.oc))
+            .collect();
+        let mut body = json!({
+            "target": "prec",
+            "키워드": query.unwrap_or("*"),
+            "section": "evtNm",
+            "totalCnt": hits.len().to_string(),
+            "page": page.to_string(),
+        });
+        // One hit is an object, none leaves `prec` out: as the real service does.
+        match items.len() {
+            0 => {}
+            1 => body["prec"] = items[0].clone(),
+            _ => body["prec"] = Value::Array(items),
+        }
+        json!({ "PrecSearch": body })
+    }
+}
+
+fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
+    match (req.method.as_str(), what) {
+        ("POST", "fault") => {
+            let parsed: Result<Vec<Injection>, _> =
+                serde_json::from_str::<Value>(&req.body).and_then(|v| match v {
+                    Value::Array(_) => serde_json::from_value(v),
+                    one => serde_json::from_value(one).map(|i| vec![i]),
+                });
+            match parsed {
+                Ok(list) => {
+                    let n = list.len();
+                    lock(state).faults.extend(list);
+                    json_reply(json!({ "queued": n }))
+                }
+                Err(e) => Reply::status(400).text(format!("bad injection: {e}")),
+            }
+        }
+        ("POST", "reset") => {
+            let mut st = lock(state);
+            st.faults.clear();
+            st.log.clear();
+            st.last_call = None;
+            json_reply(json!({ "reset": true }))
+        }
+        ("GET", "log") => {
+            let since = req
+                .param("since")
+                .and_then(|s| s.parse::<usize>().ok())
+                .unwrap_or(0);
+            let st = lock(state);
+            json_reply(serde_json::to_value(st.log.get(since..).unwrap_or(&[])).unwrap_or_default())
+        }
+        _ => Reply::status(404).text("control: POST fault | POST reset | GET log?since=N"),
+    }
+}
+
+fn json_reply(v: Value) -> Reply {
+    Reply::json(v.to_string())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn epoch_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
