@@ -52,6 +52,9 @@ pub enum Command {
         #[arg(long)]
         query: Option<String>,
     },
+    /// Run the functions on this machine as AWS runs them: an SQS event source mapping per
+    /// queue with N concurrent environments, and the drainer on its schedule.
+    Local(LocalArgs),
     /// Inspect and operate the retry queue.
     Queue {
         #[command(subcommand)]
@@ -62,6 +65,48 @@ pub enum Command {
         #[command(subcommand)]
         action: GateAction,
     },
+}
+
+/// `lawsync local`.
+#[derive(Debug, clap::Args)]
+pub struct LocalArgs {
+    /// This process's name in the event lines.
+    #[arg(long, default_value = "local")]
+    pub name: String,
+    /// Concurrent environments per function (the mapping's maximum concurrency).
+    #[arg(long, default_value_t = 2)]
+    pub concurrency: u32,
+    /// Messages per batch, 1-10.
+    #[arg(long, default_value_t = 10)]
+    pub batch_size: i32,
+    /// Long-poll wait in seconds, 0-20.
+    #[arg(long, default_value_t = 2)]
+    pub poll_wait: u64,
+    /// Seconds a received message stays invisible; at least --timeout.
+    #[arg(long, default_value_t = 90)]
+    pub visibility_timeout: u64,
+    /// The functions' timeout in seconds: each invocation's deadline.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Seconds between drainer invocations (EventBridge's schedule); 0 runs no drainer.
+    #[arg(long, default_value_t = 60)]
+    pub drainer_every: u64,
+    /// `shared` (the product) or `per-instance`: each environment paces only itself, the
+    /// contrast that shows the upstream's 429s. Never for production.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub gate: GateScopeArg,
+    /// Stop once no message has arrived for this many seconds and the retry queue is empty.
+    #[arg(long)]
+    pub until_idle: Option<u64>,
+    /// Append the event lines (JSON) to FILE instead of stdout.
+    #[arg(long)]
+    pub events: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GateScopeArg {
+    Shared,
+    PerInstance,
 }
 
 #[derive(Debug, Subcommand)]
@@ -127,6 +172,7 @@ pub async fn run(args: Args) -> Result<(), String> {
     match args.command {
         Command::Invoke { function } => invoke(function, args.json).await,
         Command::Sync { from, to, query } => sync(from, to, query, args.json).await,
+        Command::Local(local) => run_local(local).await,
         Command::Queue { action } => queue(action, args.json).await,
         Command::Gate { action } => gate(action, args.json).await,
     }
@@ -134,6 +180,39 @@ pub async fn run(args: Args) -> Result<(), String> {
 
 async fn deps() -> Result<(Deps, aws_config::SdkConfig), String> {
     Deps::from_env().await.map_err(|e| e.to_string())
+}
+
+async fn run_local(a: LocalArgs) -> Result<(), String> {
+    use crate::local::{EventLog, GateScope, LocalOptions};
+    let cfg = Config::from_env().map_err(|e| e.to_string())?;
+    let sdk = crate::aws::sdk_config().await;
+    let out: Box<dyn std::io::Write + Send> = match &a.events {
+        None => Box::new(std::io::stdout()),
+        Some(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| format!("--events {path}: {}", e.kind()))?,
+        ),
+    };
+    let opts = LocalOptions {
+        name: a.name,
+        concurrency: a.concurrency,
+        batch_size: a.batch_size,
+        poll_wait: Duration::from_secs(a.poll_wait),
+        visibility_timeout: Duration::from_secs(a.visibility_timeout),
+        function_timeout: Duration::from_secs(a.timeout),
+        drainer_schedule: (a.drainer_every > 0).then(|| Duration::from_secs(a.drainer_every)),
+        gate: match a.gate {
+            GateScopeArg::Shared => GateScope::Shared,
+            GateScopeArg::PerInstance => GateScope::PerInstance,
+        },
+        until_idle: a.until_idle.map(Duration::from_secs),
+    };
+    crate::local::run(cfg, sdk, opts, EventLog::new(out))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn read_event(source: &str) -> Result<String, String> {

@@ -132,6 +132,9 @@ pub struct Drainer<'a> {
     /// `APP_ENV`, named in alerts.
     pub env: &'a str,
     pub cfg: DrainerConfig,
+    /// Sees each pass as it ends (the local runtime's timeline); the run's report comes only
+    /// at its end.
+    pub on_pass: Option<&'a (dyn Fn(&PassReport) + Send + Sync)>,
 }
 
 impl std::fmt::Debug for Drainer<'_> {
@@ -165,6 +168,9 @@ impl Drainer<'_> {
                     skipped = pass.skipped,
                     "drainer: pass done"
                 );
+                if let Some(f) = self.on_pass {
+                    f(&pass);
+                }
                 passes.push(pass);
                 let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
                 if !more || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {

@@ -42,6 +42,8 @@ pub mod gate;
 pub mod history;
 pub mod keys;
 pub mod law;
+#[cfg(feature = "cli")]
+pub mod local;
 pub mod lock;
 pub mod policy;
 pub mod queue;

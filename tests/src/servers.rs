@@ -178,3 +178,18 @@ pub async fn moto_sdk() -> aws_config::SdkConfig {
         .load()
         .await
 }
+
+/// A binary of the workspace (`lawsync`, `law-lookalike`...), built beside the test
+/// executables by `cargo test --workspace`.
+pub fn workspace_bin(name: &str) -> std::path::PathBuf {
+    // Integration tests run from target/<profile>/deps; the workspace's binaries sit beside.
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} not built: run the tests with `make test` (cargo test --workspace)",
+        bin.display()
+    );
+    bin
+}

@@ -12,16 +12,7 @@ use tokio::io::AsyncWriteExt;
 const OC: &str = "oc-SECRET-cli5521";
 
 fn lawsync_bin() -> PathBuf {
-    // Integration tests run from target/<profile>/deps; the workspace's binaries sit beside.
-    let exe = std::env::current_exe().expect("test exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join("lawsync");
-    assert!(
-        bin.exists(),
-        "{} not built: run the tests with `make test` (cargo test --workspace)",
-        bin.display()
-    );
-    bin
+    lawsync_tests::servers::workspace_bin("lawsync")
 }
 
 struct Env {

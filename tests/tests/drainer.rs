@@ -86,6 +86,7 @@ async fn run(
         alerts,
         env: "test",
         cfg,
+        on_pass: None,
     };
     match d.run(deadline).await.expect("run") {
         DrainReport::Ran { passes } => passes,
@@ -297,6 +298,7 @@ async fn a_second_drainer_finds_the_lock_busy() {
             alerts: &LogAlerts,
             env: "test",
             cfg: cfg(5, Some(1)),
+            on_pass: None,
         };
         assert_eq!(
             d.run(Deadline::NONE).await.expect("run"),

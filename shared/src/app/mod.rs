@@ -94,6 +94,17 @@ impl Deps {
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
     ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+        self.drain_reporting(alerts, deadline, max_passes, None).await
+    }
+
+    /// [`Deps::drain`], showing each pass to `on_pass` as it ends.
+    pub async fn drain_reporting(
+        &self,
+        alerts: &dyn crate::alert::AlertSink,
+        deadline: crate::deadline::Deadline,
+        max_passes: Option<u32>,
+        on_pass: Option<&(dyn Fn(&crate::drainer::PassReport) + Send + Sync)>,
+    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
         let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
         let drainer = crate::drainer::Drainer {
@@ -108,6 +119,7 @@ impl Deps {
                 time_per_job: self.cfg.gate.interval,
                 max_passes,
             },
+            on_pass,
         };
         drainer.run(deadline).await
     }

@@ -22,7 +22,7 @@ pub use model::{
 pub use retry_after::parse_retry_after;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::Rng;
 use tracing::Instrument;
@@ -46,6 +46,31 @@ pub struct LawClient {
     gate: Arc<Gate>,
     max_attempts: u32,
     history: Option<Arc<dyn FailureSink>>,
+    observer: Option<Arc<dyn CallObserver>>,
+}
+
+/// One attempt at law.go.kr, as a [`CallObserver`] sees it: no URL, no key, no body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallEvent {
+    pub endpoint: Endpoint,
+    /// 1-based attempt of this call.
+    pub attempt: u32,
+    /// When the request was sent (after the gate).
+    pub started_at: SystemTime,
+    /// Time spent waiting for the gate's slot.
+    pub waited: Duration,
+    /// The HTTP status; `None` when no reply arrived (a network failure or timeout).
+    pub status: Option<u16>,
+    /// From sending to the status (and, for a 200, the whole body).
+    pub took: Duration,
+    /// The cluster-wide cooldown this attempt set (after a 429).
+    pub cooldown: Option<Duration>,
+}
+
+/// Sees every attempt the client makes: for metrics, timelines and the local runtime.
+/// Called inline, so it must be quick and must not block.
+pub trait CallObserver: Send + Sync + std::fmt::Debug {
+    fn observe(&self, event: &CallEvent);
 }
 
 impl LawClient {
@@ -62,7 +87,20 @@ impl LawClient {
             gate,
             max_attempts: cfg.max_attempts.max(1),
             history: None,
+            observer: None,
         })
+    }
+
+    /// Reports every attempt to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The same client on another gate (the local runtime's per-instance contrast mode).
+    pub fn with_gate(mut self, gate: Arc<Gate>) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// Sends a sanitized record of every failed call to `sink`.
@@ -130,8 +168,8 @@ impl LawClient {
                 return Err(LawError::OutOfTime { attempts: attempt });
             }
             // The slot must leave room for the call itself before the deadline.
-            match self.gate.acquire(deadline.earlier_by(MIN_CALL_WINDOW)).await {
-                Ok(_) => {}
+            let waited = match self.gate.acquire(deadline.earlier_by(MIN_CALL_WINDOW)).await {
+                Ok(grant) => grant.waited,
                 // On a retry, keep what the earlier attempts learned.
                 Err(GateError::WaitTooLong { wait, .. }) if attempt > 0 => {
                     return Err(LawError::TryLater {
@@ -141,29 +179,52 @@ impl LawClient {
                     });
                 }
                 Err(e) => return Err(e.into()),
-            }
+            };
             let span = tracing::info_span!(
                 "law.call",
                 endpoint = endpoint.name(),
                 attempt = attempts,
                 status = tracing::field::Empty
             );
+            let (started_at, sent) = (SystemTime::now(), Instant::now());
             let outcome = self
                 .transport
                 .attempt(endpoint, &self.oc, params, deadline)
                 .instrument(span.clone())
                 .await;
+            let observe = |status: Option<u16>, cooldown: Option<Duration>| {
+                if let Some(o) = &self.observer {
+                    o.observe(&CallEvent {
+                        endpoint,
+                        attempt: attempts,
+                        started_at,
+                        waited,
+                        status,
+                        took: sent.elapsed(),
+                        cooldown,
+                    });
+                }
+            };
             let (status, retry_after) = match outcome {
-                Attempt::Body(body) => return Ok(body),
-                Attempt::Fatal(e) => return Err(e),
+                Attempt::Body(body) => {
+                    observe(Some(200), None);
+                    return Ok(body);
+                }
+                Attempt::Fatal(e) => {
+                    // Refused before sending, or a 200 whose body could not be taken.
+                    observe((!matches!(e, LawError::InvalidRequest(_))).then_some(200), None);
+                    return Err(e);
+                }
                 Attempt::Status { status, retry_after } => {
                     span.record("status", status);
                     if !(status == 429 || (500..=599).contains(&status)) {
+                        observe(Some(status), None);
                         return Err(LawError::Http { status, attempts });
                     }
                     (Some(status), retry_after)
                 }
                 Attempt::Network(kind) => {
+                    observe(None, None);
                     if attempts == self.max_attempts {
                         return Err(LawError::Network { kind, attempts });
                     }
@@ -175,7 +236,10 @@ impl LawClient {
             let backoff = backoff(attempt);
             let delay = (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP);
             if status == Some(429) {
+                observe(status, Some(delay));
                 self.gate.defer(delay).await?;
+            } else if status.is_some() {
+                observe(status, None);
             }
             // A wait past the bound is not slept here: the retry queue comes back after
             // `delay`, which is also when the cooldown ends.

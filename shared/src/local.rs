@@ -1,0 +1,528 @@
+//! `lawsync local`: what AWS does around the functions, done on one machine.
+//!
+//! For each function's queue it runs `concurrency` execution environments, each with a
+//! cold start of its own ([`Deps::build`]: its own Redis connection, HTTP client and
+//! gate handle), each doing what an SQS event source mapping does for one concurrent
+//! Lambda: long-poll up to `batch_size` messages, hand them to the handler as a real SQS
+//! event under the function's timeout, delete the ones that succeeded and leave the
+//! reported batch item failures to reappear after the visibility timeout. A drainer
+//! environment is invoked on its schedule, as EventBridge would. The handlers are the
+//! Lambdas' own ([`crate::app`]), so what runs here is what runs there.
+//!
+//! Every law.go.kr attempt, batch and drainer run is written as a JSON line to the
+//! events output (the demo draws its timeline from it). Stops on SIGINT/SIGTERM (an
+//! in-flight batch finishes first) or, with `until_idle`, once no message has arrived
+//! for that long and the retry queue holds nothing live.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::app::Deps;
+use crate::app::sqs::{MessageKind, handle_batch};
+use crate::config::Config;
+use crate::deadline::Deadline;
+use crate::law::{CallEvent, CallObserver};
+
+/// Which gate the environments share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateScope {
+    /// One gate for all (the product): every environment of every process on one Redis
+    /// key space paces together.
+    Shared,
+    /// Each environment paces only itself, like a per-process rate limiter: the contrast
+    /// that shows why the shared gate exists. Never for production.
+    PerInstance,
+}
+
+/// How the local runtime runs the functions.
+#[derive(Debug, Clone)]
+pub struct LocalOptions {
+    /// This process's name in the events (`p1`, `p2`...).
+    pub name: String,
+    /// Execution environments per function (an event source mapping's maximum concurrency).
+    pub concurrency: u32,
+    /// Messages per batch, 1..=10.
+    pub batch_size: i32,
+    /// Long-poll wait, 0..=20 s.
+    pub poll_wait: Duration,
+    /// How long a received message stays invisible; a reported failure reappears after it.
+    pub visibility_timeout: Duration,
+    /// The functions' timeout: each invocation's deadline.
+    pub function_timeout: Duration,
+    /// How often the drainer is invoked; `None` runs no drainer here.
+    pub drainer_schedule: Option<Duration>,
+    pub gate: GateScope,
+    /// Stop once idle this long.
+    pub until_idle: Option<Duration>,
+}
+
+impl Default for LocalOptions {
+    fn default() -> Self {
+        Self {
+            name: "local".into(),
+            concurrency: 2,
+            batch_size: 10,
+            poll_wait: Duration::from_secs(2),
+            visibility_timeout: Duration::from_secs(90),
+            function_timeout: Duration::from_secs(60),
+            drainer_schedule: Some(Duration::from_secs(10)),
+            gate: GateScope::Shared,
+            until_idle: None,
+        }
+    }
+}
+
+/// Where the event lines go.
+#[derive(Clone)]
+pub struct EventLog(Arc<Mutex<Box<dyn Write + Send>>>);
+
+impl std::fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventLog")
+    }
+}
+
+impl EventLog {
+    pub fn new(out: Box<dyn Write + Send>) -> Self {
+        Self(Arc::new(Mutex::new(out)))
+    }
+
+    /// Writes one line; an output that fails is reported once per line to the log, never
+    /// fatal to the work.
+    pub fn emit(&self, mut event: Value) {
+        event["at_ms"] = json!(epoch_ms(SystemTime::now()));
+        let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if writeln!(out, "{event}").and_then(|()| out.flush()).is_err() {
+            tracing::warn!("local: could not write an event line");
+        }
+    }
+}
+
+fn epoch_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Writes every law.go.kr attempt of one environment as a `call` event.
+#[derive(Debug)]
+struct CallLines {
+    instance: String,
+    log: EventLog,
+}
+
+impl CallObserver for CallLines {
+    fn observe(&self, e: &CallEvent) {
+        self.log.emit(json!({
+            "type": "call",
+            "instance": self.instance,
+            "endpoint": e.endpoint,
+            "attempt": e.attempt,
+            "started_ms": epoch_ms(e.started_at),
+            "waited_ms": e.waited.as_secs_f64() * 1000.0,
+            "took_ms": e.took.as_secs_f64() * 1000.0,
+            "status": e.status,
+            "cooldown_ms": e.cooldown.map(|d| d.as_millis() as u64),
+        }));
+    }
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("{0}")]
+    Options(String),
+    #[error(transparent)]
+    Startup(#[from] crate::app::StartupError),
+}
+
+/// Shared between the environments: when a message last arrived.
+#[derive(Debug)]
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ms
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+    fn quiet_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// Runs until stopped (or idle, with `until_idle`).
+pub async fn run(
+    cfg: Config,
+    sdk: aws_config::SdkConfig,
+    opts: LocalOptions,
+    log: EventLog,
+) -> Result<(), LocalError> {
+    check(&opts, &cfg)?;
+    let (stop_tx, stop) = watch::channel(false);
+    let activity = Arc::new(Activity {
+        start: Instant::now(),
+        last_ms: AtomicU64::new(0),
+    });
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut solo = 0u32;
+    let mut environment = |label: String| {
+        solo += 1;
+        let (cfg, sdk, log, opts) = (cfg.clone(), sdk.clone(), log.clone(), opts.clone());
+        async move { cold_start(cfg, &sdk, &opts, &log, label, solo).await }
+    };
+    for (kind, url, function) in [
+        (MessageKind::Search, &cfg.search_queue_url, "search"),
+        (MessageKind::Detail, &cfg.detail_queue_url, "detail"),
+    ] {
+        let Some(url) = url.clone() else {
+            tracing::warn!(
+                function,
+                "local: no queue URL configured; its function does not run here"
+            );
+            continue;
+        };
+        for i in 1..=opts.concurrency {
+            let deps = environment(format!("{}/{function}-{i}", opts.name)).await?;
+            let env = Poller {
+                deps,
+                kind,
+                function,
+                instance: format!("{}/{function}-{i}", opts.name),
+                queue_arn: queue_arn(&url, &sdk),
+                url: url.clone(),
+                sqs: sqs.clone(),
+                opts: opts.clone(),
+                log: log.clone(),
+                activity: activity.clone(),
+            };
+            tasks.spawn(env.run(stop.clone()));
+        }
+    }
+    if let Some(every) = opts.drainer_schedule {
+        let deps = environment(format!("{}/drainer", opts.name)).await?;
+        let alerts = deps.alerts(&sdk).await?;
+        let (log, stop, timeout) = (log.clone(), stop.clone(), opts.function_timeout);
+        let instance = format!("{}/drainer", opts.name);
+        tasks.spawn(async move {
+            let mut stop = stop;
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.changed() => break,
+                }
+                let on_pass = |pass: &crate::drainer::PassReport| {
+                    log.emit(json!({"type": "drain_pass", "instance": instance, "pass": pass}));
+                };
+                let run = deps.drain_reporting(&*alerts, Deadline::after(timeout), None, Some(&on_pass));
+                let report = tokio::select! {
+                    r = run => r,
+                    // The lease returns whatever a cut-short pass held; nothing is lost.
+                    _ = stop.changed() => break,
+                };
+                match report {
+                    Ok(report) => log.emit(json!({"type": "drain", "instance": instance, "report": report})),
+                    Err(e) => tracing::error!(error = %e, "local: drainer run failed"),
+                }
+            }
+        });
+    }
+    let probe_queue = environment(format!("{}/probe", opts.name)).await?.queue;
+    log.emit(
+        json!({"type": "started", "process": opts.name, "concurrency": opts.concurrency,
+        "gate": match opts.gate { GateScope::Shared => "shared", GateScope::PerInstance => "per-instance" }}),
+    );
+    let why = wait_for_stop(&opts, &activity, &probe_queue).await;
+    tracing::info!(why, "local: stopping; in-flight batches finish first");
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+    log.emit(json!({"type": "stopped", "process": opts.name, "why": why}));
+    Ok(())
+}
+
+fn check(opts: &LocalOptions, cfg: &Config) -> Result<(), LocalError> {
+    let bad = |m: String| Err(LocalError::Options(m));
+    if !(1..=10).contains(&opts.batch_size) {
+        return bad(format!(
+            "--batch-size must be 1..=10 (SQS's limit), got {}",
+            opts.batch_size
+        ));
+    }
+    if opts.poll_wait > Duration::from_secs(20) {
+        return bad("--poll-wait must be at most 20 s (SQS's limit)".into());
+    }
+    if opts.concurrency == 0 || opts.concurrency > 64 {
+        return bad(format!("--concurrency must be 1..=64, got {}", opts.concurrency));
+    }
+    if opts.visibility_timeout < opts.function_timeout {
+        return bad(format!(
+            "--visibility-timeout ({} s) must be at least the function timeout ({} s), or a message would reappear while still being worked on",
+            opts.visibility_timeout.as_secs(),
+            opts.function_timeout.as_secs()
+        ));
+    }
+    if cfg.search_queue_url.is_none() && cfg.detail_queue_url.is_none() && opts.drainer_schedule.is_none() {
+        return bad(
+            "nothing to run: set SEARCH_QUEUE_URL and/or DETAIL_QUEUE_URL, or keep the drainer".into(),
+        );
+    }
+    Ok(())
+}
+
+/// One execution environment's cold start; with a per-instance gate, its gate lives in a
+/// key space of its own.
+async fn cold_start(
+    cfg: Config,
+    sdk: &aws_config::SdkConfig,
+    opts: &LocalOptions,
+    log: &EventLog,
+    instance: String,
+    n: u32,
+) -> Result<Deps, LocalError> {
+    let Deps {
+        cfg,
+        mut law,
+        queue,
+        docs,
+        outbox,
+        ns,
+    } = Deps::build(cfg, sdk).await?;
+    if opts.gate == GateScope::PerInstance {
+        let solo = crate::keys::Namespace::new(
+            &format!("{}-solo-{}-{n}", cfg.app_env, opts.name),
+            crate::law::UPSTREAM,
+        )
+        .map_err(|e| LocalError::Options(format!("per-instance gate: {e}")))?;
+        let gate = crate::gate::Gate::new(queue.connection().clone(), &solo, cfg.gate);
+        law = law.with_gate(Arc::new(gate));
+    }
+    let law = law.with_observer(Arc::new(CallLines {
+        instance,
+        log: log.clone(),
+    }));
+    Ok(Deps {
+        cfg,
+        law,
+        queue,
+        docs,
+        outbox,
+        ns,
+    })
+}
+
+async fn wait_for_stop(
+    opts: &LocalOptions,
+    activity: &Activity,
+    queue: &crate::queue::RetryQueue,
+) -> &'static str {
+    let signals = async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = tokio::signal::ctrl_c() => "SIGINT",
+                },
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    "SIGINT"
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    };
+    let idle = async {
+        let Some(quiet) = opts.until_idle else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if activity.quiet_for() < quiet {
+                continue;
+            }
+            match queue.stats().await {
+                Ok(s) if s.depth == 0 => return "idle",
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "local: cannot read the retry queue's depth"),
+            }
+        }
+    };
+    tokio::select! {
+        why = signals => why,
+        why = idle => why,
+    }
+}
+
+/// `arn:aws:sqs:<region>:<account>:<name>` from a queue URL `…/<account>/<name>`.
+fn queue_arn(url: &str, sdk: &aws_config::SdkConfig) -> String {
+    let mut parts = url.trim_end_matches('/').rsplit('/');
+    let name = parts.next().unwrap_or("queue");
+    let account = parts.next().unwrap_or("000000000000");
+    let region = sdk
+        .region()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "us-east-1".into());
+    format!("arn:aws:sqs:{region}:{account}:{name}")
+}
+
+/// One execution environment behind an event source mapping.
+struct Poller {
+    deps: Deps,
+    kind: MessageKind,
+    function: &'static str,
+    instance: String,
+    url: String,
+    queue_arn: String,
+    sqs: aws_sdk_sqs::Client,
+    opts: LocalOptions,
+    log: EventLog,
+    activity: Arc<Activity>,
+}
+
+impl Poller {
+    async fn run(self, mut stop: watch::Receiver<bool>) {
+        loop {
+            let receive = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(self.opts.batch_size)
+                .wait_time_seconds(self.opts.poll_wait.as_secs() as i32)
+                .visibility_timeout(self.opts.visibility_timeout.as_secs() as i32)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send();
+            let received = tokio::select! {
+                r = receive => r,
+                _ = stop.changed() => return,
+            };
+            let messages = match received {
+                Ok(out) => out.messages.unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(function = self.function, error = %crate::aws::aws_code(&e), "local: receive failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if messages.is_empty() {
+                continue;
+            }
+            self.activity.touch();
+            self.invoke(messages).await;
+            self.activity.touch();
+        }
+    }
+
+    /// One invocation: the batch as Lambda would deliver it, then the mapping's deletes.
+    async fn invoke(&self, messages: Vec<aws_sdk_sqs::types::Message>) {
+        let region = self.queue_arn.split(':').nth(3).unwrap_or_default().to_owned();
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), json!(v))).collect())
+                    .unwrap_or_default();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.queue_arn,
+                    "awsRegion": region,
+                })
+            })
+            .collect();
+        let event: SqsEvent = match serde_json::from_value(json!({ "Records": records })) {
+            Ok(e) => e,
+            Err(e) => {
+                // Not reachable with SQS's own replies; the messages reappear and are seen again.
+                tracing::error!(error = %e, "local: could not build the SQS event");
+                return;
+            }
+        };
+        let deadline = Deadline::after(self.opts.function_timeout);
+        let (response, summary) = handle_batch(&self.deps, self.kind, event, deadline).await;
+        let failed: std::collections::HashSet<&str> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        let done: Vec<DeleteMessageBatchRequestEntry> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !failed.contains(m.message_id().unwrap_or_default()))
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .set_receipt_handle(m.receipt_handle().map(str::to_owned))
+                    .build()
+                    .ok()
+            })
+            .collect();
+        let mut not_deleted = 0usize;
+        if !done.is_empty() {
+            match self
+                .sqs
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(done))
+                .send()
+                .await
+            {
+                Ok(out) => not_deleted = out.failed().len(),
+                Err(e) => {
+                    // They reappear after the visibility timeout and are handled again:
+                    // every handler is idempotent.
+                    tracing::warn!(error = %crate::aws::aws_code(&e), "local: delete failed; the batch will be redelivered");
+                    not_deleted = messages.len() - failed.len();
+                }
+            }
+        }
+        self.log.emit(json!({
+            "type": "batch",
+            "instance": self.instance,
+            "function": self.function,
+            "received": messages.len(),
+            "batch_item_failures": failed.len(),
+            "not_deleted": not_deleted,
+            "summary": summary,
+        }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_arns_come_from_the_url_and_region() {
+        let sdk = aws_config::SdkConfig::builder()
+            .region(aws_config::Region::new("ap-northeast-2"))
+            .build();
+        assert_eq!(
+            queue_arn("http://127.0.0.1:5391/123456789012/lawsync-search", &sdk),
+            "arn:aws:sqs:ap-northeast-2:123456789012:lawsync-search"
+        );
+    }
+}
