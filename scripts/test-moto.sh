@@ -3,10 +3,11 @@
 # Manager, on a port of its own. moto lives in the project's venv (.venv), installed from
 # PyPI on first use. `up` prints the environment the tests read.
 #   LAWSYNC_TEST_MOTO_PORT  port (default 5391)
+#   LAWSYNC_TEST_MOTO_DIR   state folder (default .run/moto)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=${LAWSYNC_TEST_MOTO_PORT:-5391}
-dir=.run/moto
+dir=${LAWSYNC_TEST_MOTO_DIR:-.run/moto}
 venv=.venv
 # Pinned: the version checked against this project's tests.
 moto_version=5.2.5

@@ -7,6 +7,7 @@
 //!   script of replies, including broken ones, and records what it was sent.
 //! - [`lookalike`]: a law.go.kr look-alike over a synthetic corpus that enforces the rate
 //!   rule itself, with faults injected on demand; the demo runs it as `law-lookalike`.
+//! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
 //!
@@ -16,4 +17,5 @@
 pub mod capture;
 pub mod lookalike;
 pub mod servers;
+pub mod timeline;
 pub mod upstream;
