@@ -132,9 +132,45 @@ pub struct Drainer<'a> {
     /// `APP_ENV`, named in alerts.
     pub env: &'a str,
     pub cfg: DrainerConfig,
-    /// Sees each pass as it ends (the local runtime's timeline); the run's report comes only
-    /// at its end.
+    pub hooks: DrainHooks<'a>,
+}
+
+/// What a caller outside Lambda may want from a run (the local runtime); Lambda uses none.
+#[derive(Default, Clone, Copy)]
+pub struct DrainHooks<'a> {
+    /// Sees each pass as it ends; the run's report comes only at its end.
     pub on_pass: Option<&'a (dyn Fn(&PassReport) + Send + Sync)>,
+    /// Ends the run early once it reads true: no new job starts, the jobs not yet worked go
+    /// back unchanged, the sleep between passes is cut short, and the lock is released.
+    pub stop: Option<&'a tokio::sync::watch::Receiver<bool>>,
+}
+
+impl std::fmt::Debug for DrainHooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainHooks")
+            .field("on_pass", &self.on_pass.is_some())
+            .field("stop", &self.stop.map(|s| *s.borrow()))
+            .finish()
+    }
+}
+
+impl DrainHooks<'_> {
+    fn stopping(&self) -> bool {
+        self.stop.is_some_and(|s| *s.borrow())
+    }
+
+    /// Resolves once stopping; never without a stop signal.
+    async fn stopped(&self) {
+        match self.stop {
+            Some(s) => {
+                let mut s = s.clone();
+                if s.wait_for(|v| *v).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
 }
 
 impl std::fmt::Debug for Drainer<'_> {
@@ -168,15 +204,18 @@ impl Drainer<'_> {
                     skipped = pass.skipped,
                     "drainer: pass done"
                 );
-                if let Some(f) = self.on_pass {
+                if let Some(f) = self.hooks.on_pass {
                     f(&pass);
                 }
                 passes.push(pass);
                 let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
-                if !more || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
+                if !more || self.hooks.stopping() || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
                     return Ok(());
                 }
-                tokio::time::sleep(self.cfg.interval).await;
+                tokio::select! {
+                    () = tokio::time::sleep(self.cfg.interval) => {}
+                    () = self.hooks.stopped() => return Ok(()),
+                }
                 if !self.lock.extend(&held, hold(deadline)).await? {
                     tracing::warn!("drainer: lost the lock (expired); stopping");
                     return Ok(());
@@ -213,7 +252,7 @@ impl Drainer<'_> {
             report.dead_lettered += claim.corrupt.len() as u32;
             let mut entries = claim.entries.into_iter();
             for leased in entries.by_ref() {
-                if !work_until.allows(MIN_CALL_WINDOW) {
+                if !work_until.allows(MIN_CALL_WINDOW) || self.hooks.stopping() {
                     self.skip(&leased, &mut report).await?;
                     break;
                 }

@@ -30,6 +30,9 @@ use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::law::{CallEvent, CallObserver};
 
+/// How long a stopping drainer may take to finish its job before it is dropped.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Which gate the environments share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GateScope {
@@ -217,9 +220,10 @@ pub async fn run(
         let instance = format!("{}/drainer", opts.name);
         tasks.spawn(async move {
             let mut stop = stop;
+            let run_stop = stop.clone();
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
+            while !*stop.borrow() {
                 tokio::select! {
                     _ = tick.tick() => {}
                     _ = stop.changed() => break,
@@ -227,11 +231,23 @@ pub async fn run(
                 let on_pass = |pass: &crate::drainer::PassReport| {
                     log.emit(json!({"type": "drain_pass", "instance": instance, "pass": pass}));
                 };
-                let run = deps.drain_reporting(&*alerts, Deadline::after(timeout), None, Some(&on_pass));
+                let hooks = crate::drainer::DrainHooks {
+                    on_pass: Some(&on_pass),
+                    stop: Some(&run_stop),
+                };
+                let run = deps.drain_with(&*alerts, Deadline::after(timeout), None, hooks);
+                tokio::pin!(run);
                 let report = tokio::select! {
-                    r = run => r,
-                    // The lease returns whatever a cut-short pass held; nothing is lost.
-                    _ = stop.changed() => break,
+                    r = &mut run => r,
+                    _ = stop.changed() => {
+                        // The run sees the stop too: it ends at the next job, hands back what
+                        // it has not worked and releases the lock. A job waiting on the gate
+                        // gets a grace period; past it, leases and the lock expire on their own.
+                        match tokio::time::timeout(STOP_GRACE, &mut run).await {
+                            Ok(r) => r,
+                            Err(_) => break,
+                        }
+                    }
                 };
                 match report {
                     Ok(report) => log.emit(json!({"type": "drain", "instance": instance, "report": report})),
@@ -399,7 +415,7 @@ struct Poller {
 
 impl Poller {
     async fn run(self, mut stop: watch::Receiver<bool>) {
-        loop {
+        while !*stop.borrow() {
             let receive = self
                 .sqs
                 .receive_message()

@@ -86,7 +86,7 @@ async fn run(
         alerts,
         env: "test",
         cfg,
-        on_pass: None,
+        hooks: Default::default(),
     };
     match d.run(deadline).await.expect("run") {
         DrainReport::Ran { passes } => passes,
@@ -280,6 +280,50 @@ async fn work_not_started_before_the_deadline_goes_back_unchanged() {
 }
 
 #[tokio::test]
+async fn a_stop_signal_ends_the_run_at_the_next_job_and_frees_the_lock() {
+    let r = rig(Topology::Standalone, "stop").await;
+    park(&r, 8).await;
+    let handler = Scripted::new(Outcome::Done, Duration::from_millis(150));
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let d = Drainer {
+        queue: &r.queue,
+        lock: &r.lock,
+        handler: &handler,
+        alerts: &LogAlerts,
+        env: "test",
+        // Passes forever, a minute apart: only the stop can end this run early.
+        cfg: cfg(60_000, None),
+        hooks: lawsync::drainer::DrainHooks {
+            on_pass: None,
+            stop: Some(&rx),
+        },
+    };
+    let stopper = async {
+        // After the first job has started.
+        while handler.calls.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tx.send(true).expect("send");
+    };
+    let (report, ()) = tokio::join!(d.run(Deadline::after(Duration::from_secs(120))), stopper);
+    let DrainReport::Ran { passes } = report.expect("run") else {
+        panic!("busy")
+    };
+    assert_eq!(passes.len(), 1, "a second pass started after the stop");
+    let p = &passes[0];
+    assert!(p.succeeded >= 1 && p.succeeded < 8, "{p:?}");
+    assert_eq!(p.succeeded + p.skipped, 8, "{p:?}");
+    let stats = r.queue.stats().await.expect("stats");
+    assert_eq!(
+        (stats.depth, stats.in_flight),
+        (u64::from(p.skipped), 0),
+        "{stats:?}"
+    );
+    let again = r.lock.try_acquire(Duration::from_secs(5)).await.expect("lock");
+    assert!(again.is_some(), "the stopped run kept the lock");
+}
+
+#[tokio::test]
 async fn a_second_drainer_finds_the_lock_busy() {
     for topo in Topology::ALL {
         let r = rig(topo, "busy").await;
@@ -298,7 +342,7 @@ async fn a_second_drainer_finds_the_lock_busy() {
             alerts: &LogAlerts,
             env: "test",
             cfg: cfg(5, Some(1)),
-            on_pass: None,
+            hooks: Default::default(),
         };
         assert_eq!(
             d.run(Deadline::NONE).await.expect("run"),

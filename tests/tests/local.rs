@@ -206,6 +206,17 @@ async fn a_sync_runs_to_completion_like_on_aws(topology: Topology) {
         )
         .await;
     assert!(ok, "local: {out}");
+    // Stopped mid-run, the drainer handed its lock back rather than leave it to expire.
+    let app_env = &rig.vars.iter().find(|(k, _)| k == "APP_ENV").expect("APP_ENV").1;
+    let ns = lawsync::Namespace::new(app_env, lawsync::law::UPSTREAM).expect("ns");
+    let lock = lawsync::lock::RunnerLock::new(topology.connect().await, ns.drainer_lock());
+    assert!(
+        lock.try_acquire(Duration::from_secs(5))
+            .await
+            .expect("lock")
+            .is_some(),
+        "drainer lock still held"
+    );
 
     let corpus = upstream.corpus().window(FROM, TO);
     let stored = files(&rig.docs.join("prec"));

@@ -94,16 +94,18 @@ impl Deps {
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
     ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
-        self.drain_reporting(alerts, deadline, max_passes, None).await
+        self.drain_with(alerts, deadline, max_passes, Default::default())
+            .await
     }
 
-    /// [`Deps::drain`], showing each pass to `on_pass` as it ends.
-    pub async fn drain_reporting(
+    /// [`Deps::drain`] with the local runtime's hooks: each pass shown as it ends, and a
+    /// stop signal.
+    pub async fn drain_with(
         &self,
         alerts: &dyn crate::alert::AlertSink,
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
-        on_pass: Option<&(dyn Fn(&crate::drainer::PassReport) + Send + Sync)>,
+        hooks: crate::drainer::DrainHooks<'_>,
     ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
         let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
@@ -119,7 +121,7 @@ impl Deps {
                 time_per_job: self.cfg.gate.interval,
                 max_passes,
             },
-            on_pass,
+            hooks,
         };
         drainer.run(deadline).await
     }

@@ -756,7 +756,7 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
     let cooldowns = view.tl.calls.iter().filter(|c| c.cooldown_ms.is_some()).count();
     let cooling: f64 = view.tl.cooldowns().iter().map(|(a, b)| b - a).sum::<f64>() / 1000.0;
     println!("\n{}", p("1", "summary"));
-    let row = |k: &str, v: String| println!("  {k:<34} {v}");
+    let row = |k: &str, v: String| println!("  {k:<42} {v}");
     row(
         "pacing",
         if o.per_instance {
@@ -787,7 +787,10 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
                 .join(", ")
         ),
     );
-    row("429s injected (the storm)", injected_429.to_string());
+    row(
+        "429s injected (storm + long Retry-After)",
+        injected_429.to_string(),
+    );
     row(
         "429s for breaking the rule",
         if rule_429 == 0 {
