@@ -193,3 +193,40 @@ pub fn workspace_bin(name: &str) -> std::path::PathBuf {
     );
     bin
 }
+
+/// Creates the search and detail queues `{prefix}-search` and `{prefix}-detail`; returns
+/// their URLs in that order, or the AWS error code.
+pub async fn create_queues(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Result<[String; 2], String> {
+    let mut urls = [String::new(), String::new()];
+    for (url, q) in urls.iter_mut().zip(["search", "detail"]) {
+        let out = sqs
+            .create_queue()
+            .queue_name(format!("{prefix}-{q}"))
+            .send()
+            .await
+            .map_err(|e| format!("create queue {prefix}-{q}: {}", lawsync::aws::aws_code(&e)))?;
+        *url = out.queue_url().unwrap_or_default().to_owned();
+    }
+    Ok(urls)
+}
+
+/// Visible plus in-flight messages of a queue, or the AWS error code.
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, String> {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(A::ApproximateNumberOfMessages)
+        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| format!("queue attributes: {}", lawsync::aws::aws_code(&e)))?;
+    out.attributes()
+        .ok_or("queue attributes: none returned")?
+        .values()
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| format!("queue attributes: not a count: {v:?}"))
+        })
+        .sum()
+}

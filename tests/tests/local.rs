@@ -11,7 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig};
-use lawsync_tests::servers::{Topology, moto_sdk, moto_url, unique_env, workspace_bin};
+use lawsync_tests::servers::{
+    Topology, create_queues, moto_sdk, moto_url, queue_depth, unique_env, workspace_bin,
+};
 use serde_json::Value;
 
 const OC: &str = "oc-SECRET-local7730";
@@ -32,23 +34,14 @@ struct Rig {
 async fn rig(upstream: &Lookalike, topology: Topology) -> Rig {
     let app_env = unique_env("local");
     let sqs = aws_sdk_sqs::Client::new(&moto_sdk().await);
-    let mut urls = Vec::new();
-    for q in ["search", "detail"] {
-        let out = sqs
-            .create_queue()
-            .queue_name(format!("{app_env}-{q}"))
-            .send()
-            .await
-            .expect("create queue");
-        urls.push(out.queue_url().expect("url").to_owned());
-    }
+    let urls = create_queues(&sqs, &app_env).await.expect("queues");
     let docs = std::env::temp_dir().join(format!("{app_env}-docs"));
     let events = std::env::temp_dir().join(format!("{app_env}-events.jsonl"));
     let vars: Vec<(String, String)> = [
         ("LAW_API_OC", OC.to_owned()),
         ("LAW_API_BASE_URL", upstream.base_url.clone()),
         ("LAW_API_REQUEST_INTERVAL_MS", "60".into()),
-        ("LAW_API_GATE_TOLERANCE_MS", "2".into()),
+        ("LAW_API_GATE_TOLERANCE_MS", "10".into()),
         ("LAW_API_MAX_WAIT_MS", "1500".into()),
         ("REDIS_URL", topology.url()),
         ("APP_ENV", app_env.clone()),
@@ -111,6 +104,23 @@ impl Rig {
         (out.status.success(), text)
     }
 
+    /// `lawsync local` with `extra`, until idle for 3 s, its events to the rig's file.
+    async fn run_local(&self, extra: &[&str]) -> (bool, String) {
+        let events = self.events.display().to_string();
+        let mut args = vec![
+            "local",
+            "--poll-wait",
+            "1",
+            "--timeout",
+            "20",
+            "--visibility-timeout",
+            "30",
+        ];
+        args.extend(["--until-idle", "3", "--events", &events]);
+        args.extend(extra);
+        self.run(&args, Duration::from_secs(120)).await
+    }
+
     fn events(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.events).unwrap_or_default();
         assert!(!text.contains(OC), "the key reached the event lines");
@@ -119,23 +129,8 @@ impl Rig {
             .collect()
     }
 
-    /// Visible plus in-flight messages of a queue.
     async fn depth(&self, url: &str) -> u64 {
-        use aws_sdk_sqs::types::QueueAttributeName as A;
-        let out = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(A::ApproximateNumberOfMessages)
-            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-            .send()
-            .await
-            .expect("attributes");
-        out.attributes()
-            .expect("attributes")
-            .values()
-            .map(|v| v.parse::<u64>().expect("count"))
-            .sum()
+        queue_depth(&self.sqs, url).await.expect("depth")
     }
 }
 
@@ -182,29 +177,7 @@ async fn a_sync_runs_to_completion_like_on_aws(topology: Topology) {
         .run(&["sync", "--from", FROM, "--to", TO], Duration::from_secs(30))
         .await;
     assert!(ok, "sync: {out}");
-    let events = rig.events.display().to_string();
-    let (ok, out) = rig
-        .run(
-            &[
-                "local",
-                "--name",
-                "t",
-                "--concurrency",
-                "2",
-                "--poll-wait",
-                "1",
-                "--timeout",
-                "20",
-                "--visibility-timeout",
-                "30",
-                "--until-idle",
-                "3",
-                "--events",
-                &events,
-            ],
-            Duration::from_secs(120),
-        )
-        .await;
+    let (ok, out) = rig.run_local(&["--name", "t", "--concurrency", "2"]).await;
     assert!(ok, "local: {out}");
     // Stopped mid-run, the drainer handed its lock back rather than leave it to expire.
     let app_env = &rig.vars.iter().find(|(k, _)| k == "APP_ENV").expect("APP_ENV").1;
@@ -399,30 +372,15 @@ async fn per_instance_pacing_breaks_the_rule_the_shared_gate_keeps() {
             .await
             .expect("send");
     }
-    let events = rig.events.display().to_string();
     let (ok, out) = rig
-        .run(
-            &[
-                "local",
-                "--gate",
-                "per-instance",
-                "--concurrency",
-                "3",
-                "--batch-size",
-                "1",
-                "--poll-wait",
-                "1",
-                "--timeout",
-                "20",
-                "--visibility-timeout",
-                "30",
-                "--until-idle",
-                "3",
-                "--events",
-                &events,
-            ],
-            Duration::from_secs(120),
-        )
+        .run_local(&[
+            "--gate",
+            "per-instance",
+            "--concurrency",
+            "3",
+            "--batch-size",
+            "1",
+        ])
         .await;
     assert!(ok, "local: {out}");
     let broken = upstream.arrivals().iter().filter(|a| a.cause == "rate").count();

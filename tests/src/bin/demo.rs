@@ -230,22 +230,9 @@ async fn run(o: Opts) -> Result<bool, String> {
         .load()
         .await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let mut urls = Vec::new();
-    for q in ["search", "detail"] {
-        let out = sqs
-            .create_queue()
-            .queue_name(format!("lawsync-{app_env}-{q}"))
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "create queue on moto ({}): {}",
-                    o.moto_url,
-                    lawsync::aws::aws_code(&e)
-                )
-            })?;
-        urls.push(out.queue_url().unwrap_or_default().to_owned());
-    }
+    let urls = lawsync_tests::servers::create_queues(&sqs, &format!("lawsync-{app_env}"))
+        .await
+        .map_err(|e| format!("on moto ({}): {e}", o.moto_url))?;
     let bucket = format!("lawsync-{app_env}");
     let s3 = aws_sdk_s3::Client::from_conf(
         aws_sdk_s3::config::Builder::from(&sdk)
@@ -536,19 +523,8 @@ async fn count(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> u64 {
 }
 
 async fn depth(sqs: &aws_sdk_sqs::Client, url: &str) -> u64 {
-    use aws_sdk_sqs::types::QueueAttributeName as A;
-    let Ok(out) = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(A::ApproximateNumberOfMessages)
-        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-        .send()
+    lawsync_tests::servers::queue_depth(sqs, url)
         .await
-    else {
-        return u64::MAX;
-    };
-    out.attributes()
-        .map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum())
         .unwrap_or(u64::MAX)
 }
 
