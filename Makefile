@@ -5,9 +5,13 @@ CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
 
-.PHONY: test lint redis-up redis-down moto-up moto-down bench-gate bench-queue lambda-build deps demo help
+.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue build lambda-build sam-build deploy logs deps demo help
 
 GATE ?= shared
+# Lambda architecture: the template's default is arm64 (Graviton); a machine without the
+# aarch64 standard library builds with ARCH=x86_64.
+ARCH ?= arm64
+STACK ?= lawsync-dev
 
 help:
 	@echo "make demo        the package end to end on this machine against a law.go.kr look-alike (GATE=per-instance for contrast)"
@@ -15,7 +19,10 @@ help:
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
-	@echo "make lambda-build the three bootstraps with cargo-lambda (ARCH=arm64 for Graviton), with sizes"
+	@echo "make build       the three bootstrap zips with cargo-lambda (ARCH=arm64 default, or x86_64), with sizes"
+	@echo "make sam-build   sam build of infra/template.yaml (runs cargo lambda itself)"
+	@echo "make lint-infra  sam validate --lint, cfn-lint 1.53.0 and the template's own checks"
+	@echo "make deploy      sam deploy (--guided the first time); STACK=lawsync-dev"
 	@echo "make deps        install what the tests need (redis-server, redis-tools, python3-venv) when missing"
 
 deps:
@@ -38,8 +45,12 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 
+# The SAM template through its linters, and proof that they catch broken copies of it.
+lint-infra: deps
+	@scripts/lint-infra.sh
+
 # Starts the test Redis servers and moto, runs every test, and stops them whatever happened.
-test: lint redis-up moto-up
+test: lint lint-infra redis-up moto-up
 	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) test --workspace --locked || status=$$?; \
 	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
@@ -54,8 +65,23 @@ bench-queue: redis-up
 	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-queue || status=$$?; \
 	scripts/test-redis.sh down; exit $$status
 
-lambda-build:
-	@scripts/lambda-build.sh
+build:
+	@ARCH=$(ARCH) scripts/lambda-build.sh
+
+lambda-build: build
+
+sam-build:
+	@bin=$$(scripts/infra-tools.sh); export PATH="$$bin:$$PATH" SAM_CLI_TELEMETRY=0 SAM_CLI_BETA_RUST_CARGO_LAMBDA=1; \
+	sam build --template infra/template.yaml --parameter-overrides Architecture=$(ARCH)
+
+deploy: sam-build
+	@bin=$$(scripts/infra-tools.sh); export PATH="$$bin:$$PATH" SAM_CLI_TELEMETRY=0; \
+	if [ -f samconfig.toml ]; then sam deploy --stack-name $(STACK); \
+	else sam deploy --guided --stack-name $(STACK) --capabilities CAPABILITY_IAM; fi
+
+logs:
+	@bin=$$(scripts/infra-tools.sh); export PATH="$$bin:$$PATH" SAM_CLI_TELEMETRY=0; \
+	sam logs --stack-name $(STACK) --tail
 
 # The whole package against the law.go.kr look-alike; GATE=per-instance turns the shared
 # gate off for contrast. Starts and stops its own Redis (6393) and moto (5393).

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # Builds the three Lambda bootstraps with cargo-lambda (from PyPI, into the project's
 # .venv; it brings zig, which links against Lambda's glibc) and prints each one's size.
-#   ARCH=arm64 (default x86_64)   builds for Graviton
+#   ARCH=arm64 (default, Graviton, as the template) | x86_64
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=.venv
-cargo_lambda_version=1.9.2
-if [ ! -x "$venv/bin/cargo-lambda" ]; then
-  [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-  echo "lambda-build: installing cargo-lambda==$cargo_lambda_version into $venv" >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check "cargo-lambda==$cargo_lambda_version" >&2
+bin=$(scripts/infra-tools.sh)
+export PATH="$bin:$PATH"
+arch=${ARCH:-arm64}
+case "$arch" in
+  arm64) arch_flag=(--arm64); triple=aarch64-unknown-linux-gnu ;;
+  x86_64) arch_flag=(--x86-64); triple=x86_64-unknown-linux-gnu ;;
+  *) echo "lambda-build: ARCH must be arm64 or x86_64, got '$arch'" >&2; exit 2 ;;
+esac
+if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
+  echo "lambda-build: the $triple standard library is not installed: rustup target add $triple (or ARCH=x86_64)" >&2; exit 1
 fi
-export PATH="$PWD/$venv/bin:$PATH"
-arch_flag=()
-[ "${ARCH:-x86_64}" = arm64 ] && arch_flag=(--arm64)
-cargo lambda build --release "${arch_flag[@]}" -p lawsync-search -p lawsync-detail -p lawsync-drainer
+cargo lambda build --release --locked "${arch_flag[@]}" --output-format zip -p lawsync-search -p lawsync-detail -p lawsync-drainer
 for f in search detail drainer; do
-  b=target/lambda/$f/bootstrap
-  printf '%-8s %s bytes (%s)\n' "$f" "$(stat -c %s "$b")" "$(du -h "$b" | cut -f1)"
+  z=target/lambda/$f/bootstrap.zip
+  printf '%-8s %s bytes zipped (%s)\n' "$f" "$(stat -c %s "$z")" "$(du -h "$z" | cut -f1)"
 done

@@ -45,6 +45,7 @@ pub mod law;
 #[cfg(feature = "cli")]
 pub mod local;
 pub mod lock;
+pub mod metrics;
 pub mod policy;
 pub mod queue;
 pub mod secret;

@@ -146,6 +146,37 @@ fn failures(r: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> 
 }
 
 #[tokio::test]
+async fn the_daily_schedules_message_searches_the_korean_day_before() {
+    let page = json!({ "PrecSearch": { "totalCnt": "1", "page": "1", "prec": hit("21") } }).to_string();
+    let up = Upstream::start(vec![Reply::json(page)], Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    // Scheduled for 04:00 KST on 1 December: 19:00 UTC the day before.
+    let daily = r#"{"dayBefore":"2026-11-30T19:00:00Z"}"#;
+    let bad = r#"{"dayBefore":"yesterday"}"#;
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Search,
+        event(&[("d1", daily), ("d2", bad)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!((summary.done, summary.invalid), (1, 1), "{summary:?}");
+    let seen = up.seen();
+    assert_eq!(seen.len(), 1, "the malformed one must not reach law.go.kr");
+    assert_eq!(seen[0].param("prncYd"), Some("20261130~20261130"));
+    assert_eq!(r.drain_queue(&r.detail_url).await, [json!({ "id": "21" })]);
+    let dead = r.deps.queue.dead(10).await.expect("dead");
+    assert_eq!(dead.len(), 1);
+    let err = dead[0]
+        .last_error
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(err.contains("dayBefore must be an RFC 3339 instant"), "{err}");
+}
+
+#[tokio::test]
 async fn search_fans_out_detail_messages_and_the_next_page() {
     let pages = vec![
         Reply::json(

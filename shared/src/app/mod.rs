@@ -86,6 +86,27 @@ impl Deps {
         Ok((deps, sdk))
     }
 
+    /// The same dependencies, with every law.go.kr attempt reported to `observer` (the
+    /// functions' metrics).
+    pub fn observed(self, observer: Arc<dyn crate::law::CallObserver>) -> Self {
+        let Self {
+            cfg,
+            law,
+            queue,
+            docs,
+            outbox,
+            ns,
+        } = self;
+        Self {
+            law: law.with_observer(observer),
+            cfg,
+            queue,
+            docs,
+            outbox,
+            ns,
+        }
+    }
+
     /// The drainer over this queue, dispatching `SEARCH` and `DETAIL` jobs to the same code
     /// the SQS handlers run, alerting through `alerts`.
     pub async fn drain(

@@ -141,8 +141,8 @@ async fn handle_one(
             }
         }
         MessageKind::Search => {
-            let expected = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?}"#;
-            let req: SearchRequest = match parse(body, expected) {
+            let expected = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
+            let req: SearchRequest = match parse_search(body, expected) {
                 Ok(r) => r,
                 Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
             };
@@ -153,6 +153,20 @@ async fn handle_one(
             }
         }
     }
+}
+
+/// A search message: a window, or the daily schedule's `{"dayBefore"}` resolved to one.
+fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
+    let daily = serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("dayBefore").is_some());
+    if !daily {
+        return parse(body, expected);
+    }
+    let msg: crate::law::schedule::DayBefore = parse(body, expected)?;
+    msg.window().map_err(|e| {
+        let reason = format!("invalid message body: {e}");
+        tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
+        reason
+    })
 }
 
 /// Parses a message body; on failure, logs and returns a clear reason (the expected shape

@@ -11,6 +11,7 @@ mod error;
 mod http;
 pub(crate) mod model;
 mod retry_after;
+pub mod schedule;
 
 pub use error::{
     BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind,

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# make lint-infra: the SAM template through `sam validate --lint`, cfn-lint (which expands
+# the SAM transform) and infra/check_template.py; then the proof that the linters are
+# awake: each deliberately broken copy of the template must fail. No AWS account needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(scripts/infra-tools.sh)
+export SAM_CLI_TELEMETRY=0
+template=infra/template.yaml
+
+lint() { # template
+  "$bin/sam" validate --lint --template "$1" >/dev/null 2>&1 || { "$bin/sam" validate --lint --template "$1" 2>&1 | tail -5; return 1; }
+  "$bin/cfn-lint" "$1" || return 1
+  "$bin/python" infra/check_template.py "$1" || return 1
+}
+
+lint "$template"
+echo "lint-infra: $template passes sam validate --lint, cfn-lint $("$bin/cfn-lint" --version | cut -d' ' -f2) and check_template.py"
+
+# Each broken copy: a description, then a sed expression applied to the template.
+broken=(
+  "MaximumConcurrency 1 (SQS allows 2 and up)|s/MaximumConcurrency: !Ref DetailMaxConcurrency/MaximumConcurrency: 1/"
+  "an unknown runtime|s/Runtime: provided.al2023/Runtime: provided.al2024/"
+  "a Ref to a resource that does not exist|s/DETAIL_QUEUE_URL: !Ref DetailQueue/DETAIL_QUEUE_URL: !Ref DetailQeue/"
+  "no ReportBatchItemFailures|0,/FunctionResponseTypes: \\[ReportBatchItemFailures\\]/s//FunctionResponseTypes: []/"
+  "a visibility timeout under six function timeouts|0,/VisibilityTimeout: 720/s//VisibilityTimeout: 120/"
+  "the key as a plain environment value|s/RUST_LOG: info/LAW_API_OC: plain-key/"
+)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for case in "${broken[@]}"; do
+  what=${case%%|*}
+  cp "$template" "$tmp/template.yaml"
+  sed -i "${case#*|}" "$tmp/template.yaml"
+  if cmp -s "$template" "$tmp/template.yaml"; then
+    echo "lint-infra: the broken case '$what' changed nothing; fix its sed expression" >&2; exit 1
+  fi
+  if lint "$tmp/template.yaml" >"$tmp/out" 2>&1; then
+    echo "lint-infra: a template with $what passed the linters" >&2; exit 1
+  fi
+  echo "lint-infra: caught $what: $(grep -m1 -E '^[EW][0-9]|: ' "$tmp/out" | cut -c1-110)"
+done

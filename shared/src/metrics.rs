@@ -1,0 +1,217 @@
+//! CloudWatch metrics as Embedded Metric Format lines: one JSON line on stdout per
+//! invocation, which Lambda's log pipeline turns into metrics in the namespace
+//! `lawsync/<APP_ENV>` with the dimension `Function`. No API call, no extra latency, and
+//! nothing but numbers: no key, no URL, no body.
+//!
+//! | metric | unit | from |
+//! |---|---|---|
+//! | `GateWaitMs` | Milliseconds | every law.go.kr attempt's wait for its slot |
+//! | `Calls`, `Throttled429`, `Cooldowns` | Count | attempts, 429s received, cluster cooldowns set |
+//! | `MessagesDone`, `MessagesParked`, `MessagesInvalid`, `MessagesReturned` | Count | SQS batches |
+//! | `DrainSucceeded`, `DrainFailed`, `DrainDeadLettered` | Count | drainer passes |
+//! | `RetryQueueDepth`, `RetryQueueDue`, `RetryQueueDead` | Count | the retry queue after a drainer run |
+#![allow(clippy::print_stdout)] // EMF is read from the function's stdout
+
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use crate::app::sqs::BatchSummary;
+use crate::drainer::DrainReport;
+use crate::law::{CallEvent, CallObserver};
+use crate::queue::QueueStats;
+
+/// EMF takes at most 100 values per metric per line.
+const MAX_VALUES: usize = 100;
+
+/// One function's metrics for the invocation in progress.
+#[derive(Debug)]
+pub struct Metrics {
+    namespace: String,
+    function: &'static str,
+    acc: Mutex<Acc>,
+}
+
+#[derive(Debug, Default)]
+struct Acc {
+    gate_wait_ms: Vec<f64>,
+    counts: Vec<(&'static str, u64)>,
+    gauges: Vec<(&'static str, u64)>,
+}
+
+impl Acc {
+    fn add(&mut self, name: &'static str, n: u64) {
+        match self.counts.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, v)) => *v += n,
+            None => self.counts.push((name, n)),
+        }
+    }
+}
+
+impl Metrics {
+    /// Metrics of `function` in `lawsync/<app_env>`.
+    pub fn new(app_env: &str, function: &'static str) -> Self {
+        Self {
+            namespace: format!("lawsync/{app_env}"),
+            function,
+            acc: Mutex::new(Acc::default()),
+        }
+    }
+
+    fn acc(&self) -> std::sync::MutexGuard<'_, Acc> {
+        self.acc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What one SQS batch did.
+    pub fn batch(&self, s: &BatchSummary) {
+        let mut acc = self.acc();
+        acc.add("MessagesDone", u64::from(s.done));
+        acc.add("MessagesParked", u64::from(s.parked));
+        acc.add("MessagesInvalid", u64::from(s.invalid + s.permanent));
+        acc.add("MessagesReturned", u64::from(s.returned));
+    }
+
+    /// What one drainer run did, and the queue it left.
+    pub fn drain(&self, report: &DrainReport, stats: Option<&QueueStats>) {
+        let mut acc = self.acc();
+        if let DrainReport::Ran { passes } = report {
+            for p in passes {
+                acc.add("DrainSucceeded", u64::from(p.succeeded));
+                acc.add("DrainFailed", u64::from(p.failed));
+                acc.add("DrainDeadLettered", u64::from(p.dead_lettered));
+            }
+        }
+        if let Some(s) = stats {
+            acc.gauges = vec![
+                ("RetryQueueDepth", s.depth),
+                ("RetryQueueDue", s.due_now),
+                ("RetryQueueDead", s.dead),
+            ];
+        }
+    }
+
+    /// The invocation's EMF line, and a fresh start for the next; `None` when nothing
+    /// happened.
+    pub fn take_line(&self) -> Option<Value> {
+        let acc = std::mem::take(&mut *self.acc());
+        if acc.gate_wait_ms.is_empty() && acc.counts.is_empty() && acc.gauges.is_empty() {
+            return None;
+        }
+        let mut defs = Vec::new();
+        let mut line = Map::new();
+        line.insert("Function".into(), json!(self.function));
+        if !acc.gate_wait_ms.is_empty() {
+            defs.push(json!({"Name": "GateWaitMs", "Unit": "Milliseconds"}));
+            line.insert("GateWaitMs".into(), json!(acc.gate_wait_ms));
+        }
+        for (name, v) in acc.counts.iter().chain(acc.gauges.iter()) {
+            defs.push(json!({"Name": name, "Unit": "Count"}));
+            line.insert((*name).into(), json!(v));
+        }
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        line.insert(
+            "_aws".into(),
+            json!({
+                "Timestamp": now_ms,
+                "CloudWatchMetrics": [{
+                    "Namespace": self.namespace,
+                    "Dimensions": [["Function"]],
+                    "Metrics": defs,
+                }],
+            }),
+        );
+        Some(Value::Object(line))
+    }
+
+    /// Prints the invocation's line on stdout, where Lambda picks it up.
+    pub fn flush(&self) {
+        if let Some(line) = self.take_line() {
+            println!("{line}");
+        }
+    }
+}
+
+impl CallObserver for Metrics {
+    fn observe(&self, e: &CallEvent) {
+        let mut acc = self.acc();
+        if acc.gate_wait_ms.len() < MAX_VALUES {
+            acc.gate_wait_ms
+                .push((e.waited.as_secs_f64() * 1000.0 * 10.0).round() / 10.0);
+        }
+        acc.add("Calls", 1);
+        if e.status == Some(429) {
+            acc.add("Throttled429", 1);
+        }
+        if e.cooldown.is_some() {
+            acc.add("Cooldowns", 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::law::Endpoint;
+    use std::time::Duration;
+
+    fn call(status: u16, waited_ms: u64, cooldown: bool) -> CallEvent {
+        CallEvent {
+            endpoint: Endpoint::Detail,
+            attempt: 1,
+            started_at: SystemTime::now(),
+            waited: Duration::from_millis(waited_ms),
+            status: Some(status),
+            took: Duration::from_millis(5),
+            cooldown: cooldown.then_some(Duration::from_secs(2)),
+        }
+    }
+
+    #[test]
+    fn a_line_is_valid_emf_and_resets() {
+        let m = Metrics::new("prod", "detail");
+        assert_eq!(m.take_line(), None, "nothing happened, nothing to say");
+        m.observe(&call(200, 812, false));
+        m.observe(&call(429, 3, true));
+        m.batch(&BatchSummary {
+            done: 4,
+            parked: 1,
+            ..BatchSummary::default()
+        });
+        let line = m.take_line().expect("line");
+        let aws = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(aws["Namespace"], "lawsync/prod");
+        assert_eq!(aws["Dimensions"], json!([["Function"]]));
+        assert_eq!(line["Function"], "detail");
+        assert_eq!(line["GateWaitMs"], json!([812.0, 3.0]));
+        assert_eq!(
+            (line["Calls"].clone(), line["Throttled429"].clone()),
+            (json!(2), json!(1))
+        );
+        assert_eq!(
+            (line["Cooldowns"].clone(), line["MessagesDone"].clone()),
+            (json!(1), json!(4))
+        );
+        // Every declared metric has a value at the top level, and every value is declared.
+        for def in aws["Metrics"].as_array().expect("metrics") {
+            let name = def["Name"].as_str().expect("name");
+            assert!(line.get(name).is_some(), "{name} declared without a value");
+        }
+        assert!(line["_aws"]["Timestamp"].as_u64().is_some());
+        assert_eq!(m.take_line(), None, "a line is taken once");
+    }
+
+    #[test]
+    fn gate_waits_stop_at_emfs_hundred_values() {
+        let m = Metrics::new("dev", "drainer");
+        for _ in 0..150 {
+            m.observe(&call(200, 1, false));
+        }
+        let line = m.take_line().expect("line");
+        assert_eq!(line["GateWaitMs"].as_array().map(Vec::len), Some(100));
+        assert_eq!(line["Calls"], 150);
+    }
+}
