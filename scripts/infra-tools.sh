@@ -13,7 +13,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 missing=()
 for p in "${pins[@]}"; do
-  "$venv/bin/pip" show "${p%%==*}" 2>/dev/null | grep -qx "Version: ${p##*==}" || missing+=("$p")
+  # Read pip's whole answer first: grep -q closing the pipe early would fail it under pipefail.
+  have=$("$venv/bin/pip" show "${p%%==*}" 2>/dev/null | sed -n 's/^Version: //p')
+  [ "$have" = "${p##*==}" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "infra-tools: installing ${missing[*]} into $venv" >&2
