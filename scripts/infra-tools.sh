@@ -14,7 +14,7 @@ fi
 missing=()
 for p in "${pins[@]}"; do
   # Read pip's whole answer first: grep -q closing the pipe early would fail it under pipefail.
-  have=$("$venv/bin/pip" show "${p%%==*}" 2>/dev/null | sed -n 's/^Version: //p')
+  have=$("$venv/bin/pip" show "${p%%==*}" 2>/dev/null | sed -n 's/^Version: //p' || true)
   [ "$have" = "${p##*==}" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -308,35 +308,29 @@ async fn cold_start(
     instance: String,
     n: u32,
 ) -> Result<Deps, LocalError> {
-    let Deps {
-        cfg,
-        mut law,
-        queue,
-        docs,
-        outbox,
-        ns,
-    } = Deps::build(cfg, sdk).await?;
-    if opts.gate == GateScope::PerInstance {
-        let solo = crate::keys::Namespace::new(
-            &format!("{}-solo-{}-{n}", cfg.app_env, opts.name),
-            crate::law::UPSTREAM,
-        )
-        .map_err(|e| LocalError::Options(format!("per-instance gate: {e}")))?;
-        let gate = crate::gate::Gate::new(queue.connection().clone(), &solo, cfg.gate);
-        law = law.with_gate(Arc::new(gate));
-    }
-    let law = law.with_observer(Arc::new(CallLines {
+    let deps = Deps::build(cfg, sdk).await?;
+    let solo_gate = match opts.gate {
+        GateScope::Shared => None,
+        GateScope::PerInstance => {
+            let solo = crate::keys::Namespace::new(
+                &format!("{}-solo-{}-{n}", deps.cfg.app_env, opts.name),
+                crate::law::UPSTREAM,
+            )
+            .map_err(|e| LocalError::Options(format!("per-instance gate: {e}")))?;
+            let conn = deps.queue.connection().clone();
+            Some(Arc::new(crate::gate::Gate::new(conn, &solo, deps.cfg.gate)))
+        }
+    };
+    let lines = Arc::new(CallLines {
         instance,
         log: log.clone(),
-    }));
-    Ok(Deps {
-        cfg,
-        law,
-        queue,
-        docs,
-        outbox,
-        ns,
-    })
+    });
+    Ok(deps
+        .map_law(|law| match solo_gate {
+            Some(gate) => law.with_gate(gate),
+            None => law,
+        })
+        .observed(lines))
 }
 
 async fn wait_for_stop(

@@ -86,25 +86,17 @@ impl Deps {
         Ok((deps, sdk))
     }
 
+    /// The same dependencies with the client replaced by `f(client)`: another gate, an
+    /// observer.
+    pub fn map_law(mut self, f: impl FnOnce(LawClient) -> LawClient) -> Self {
+        self.law = f(self.law);
+        self
+    }
+
     /// The same dependencies, with every law.go.kr attempt reported to `observer` (the
     /// functions' metrics).
     pub fn observed(self, observer: Arc<dyn crate::law::CallObserver>) -> Self {
-        let Self {
-            cfg,
-            law,
-            queue,
-            docs,
-            outbox,
-            ns,
-        } = self;
-        Self {
-            law: law.with_observer(observer),
-            cfg,
-            queue,
-            docs,
-            outbox,
-            ns,
-        }
+        self.map_law(|law| law.with_observer(observer))
     }
 
     /// The drainer over this queue, dispatching `SEARCH` and `DETAIL` jobs to the same code
