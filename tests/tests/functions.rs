@@ -14,6 +14,8 @@ use lawsync::documents::{DocumentStore, LocalDir, S3Documents};
 use lawsync::drainer::DrainReport;
 use lawsync::queue::RetryQueue;
 use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
+use lawsync_tests::capture::capture_global;
+use lawsync_tests::leaks::{assert_nowhere, redis_text};
 use lawsync_tests::servers::{Topology, moto_sdk, unique_env};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::json;
@@ -174,6 +176,70 @@ async fn the_daily_schedules_message_searches_the_korean_day_before() {
         .map(|e| e.message.clone())
         .unwrap_or_default();
     assert!(err.contains("dayBefore must be an RFC 3339 instant"), "{err}");
+}
+
+#[tokio::test]
+async fn bad_messages_carrying_the_key_never_echo_it() {
+    let logs = capture_global();
+    let up = Upstream::start(Vec::new(), Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    let search = [
+        json!({ "dayBefore": OC }).to_string(),
+        json!({ "dayBefore": format!("2026-11-30T19:00:00Z{OC}") }).to_string(),
+        json!({ "from": OC, "to": "20260101" }).to_string(),
+        json!({ "from": "20260101", "to": "20260101", OC: 1 }).to_string(),
+        format!("not json {OC}"),
+    ];
+    let records: Vec<(String, &str)> = search
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("s{i}"), b.as_str()))
+        .collect();
+    let records: Vec<(&str, &str)> = records.iter().map(|(i, b)| (i.as_str(), *b)).collect();
+    let (resp, summary) = handle_batch(&r.deps, MessageKind::Search, event(&records), Deadline::NONE).await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.invalid as usize, search.len(), "{summary:?}");
+    let detail = [
+        json!({ "id": OC }).to_string(),
+        format!("{{\"id\":\"1\",\"{OC}\":2}}"),
+    ];
+    let records = [("d0", detail[0].as_str()), ("d1", detail[1].as_str())];
+    let (resp, summary) = handle_batch(&r.deps, MessageKind::Detail, event(&records), Deadline::NONE).await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.invalid, 2, "{summary:?}");
+    assert!(up.seen().is_empty(), "no invalid message may reach law.go.kr");
+
+    let dead = r.deps.queue.dead(20).await.expect("dead");
+    assert_eq!(dead.len(), search.len() + 2, "each is kept as a dead letter");
+    let reasons: Vec<String> = dead
+        .iter()
+        .filter_map(|d| d.last_error.as_ref().map(|e| e.message.clone()))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|m| m.contains("dayBefore must be an RFC 3339 instant")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|m| m.contains("from must be a date as YYYYMMDD")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|m| m.contains("precedent id must be 1-20 ASCII digits")),
+        "{reasons:?}"
+    );
+    assert_nowhere("the logs", &logs.text(), &[OC]);
+    assert_nowhere("the dead letters", &format!("{dead:?}"), &[OC]);
+    assert_nowhere(
+        "Redis",
+        &redis_text(&Topology::Standalone.url(), &r.ns).await,
+        &[OC],
+    );
 }
 
 #[tokio::test]

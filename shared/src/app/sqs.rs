@@ -32,6 +32,44 @@ pub struct DetailMessage {
     pub id: String,
 }
 
+/// A message body, parsed as its function reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Search(SearchRequest),
+    Detail(DetailMessage),
+}
+
+const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>"}"#;
+const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
+
+/// Parses a message body as the `kind` function does before handling it. The error is a
+/// clear reason (the expected shape and serde's position), never the body itself.
+///
+/// Values are checked here too, so a message with a bad id or date is kept as a scrubbed
+/// dead letter and never becomes a job, a span field or a request.
+pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, String> {
+    match kind {
+        MessageKind::Detail => {
+            let msg: DetailMessage = parse(body, DETAIL_SHAPE)?;
+            crate::law::check_precedent_id(&msg.id).map_err(invalid_value)?;
+            Ok(Message::Detail(msg))
+        }
+        MessageKind::Search => {
+            let req = parse_search(body, SEARCH_SHAPE)?;
+            req.params().map_err(invalid_value)?;
+            Ok(Message::Search(req))
+        }
+    }
+}
+
+/// A well-formed message whose value cannot be used: logged (the error never holds the
+/// value) and returned as the dead letter's reason.
+fn invalid_value(e: crate::law::LawError) -> String {
+    let reason = format!("invalid message body: {e}");
+    tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
+    reason
+}
+
 /// What happened to each message of a batch, for the CLI and the tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BatchSummary {
@@ -127,12 +165,12 @@ async fn handle_one(
     body: &str,
     deadline: Deadline,
 ) -> Handled {
-    match kind {
-        MessageKind::Detail => {
-            let msg: DetailMessage = match parse(body, r#"{"id":"<판례일련번호>"}"#) {
-                Ok(m) => m,
-                Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
-            };
+    let msg = match parse_message(kind, body) {
+        Ok(m) => m,
+        Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
+    };
+    match msg {
+        Message::Detail(msg) => {
             tracing::Span::current().record("precedent_id", msg.id.as_str());
             let job = jobs::detail_job(&msg.id);
             match jobs::run_detail(deps, &msg.id, deadline).await {
@@ -140,12 +178,7 @@ async fn handle_one(
                 Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
             }
         }
-        MessageKind::Search => {
-            let expected = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
-            let req: SearchRequest = match parse_search(body, expected) {
-                Ok(r) => r,
-                Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
-            };
+        Message::Search(req) => {
             let job = jobs::search_job(&req);
             match jobs::run_search(deps, &req, deadline).await {
                 Ok(_) => Handled::Settled(Settlement::Done),
@@ -162,11 +195,7 @@ fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
         return parse(body, expected);
     }
     let msg: crate::law::schedule::DayBefore = parse(body, expected)?;
-    msg.window().map_err(|e| {
-        let reason = format!("invalid message body: {e}");
-        tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
-        reason
-    })
+    msg.window().map_err(invalid_value)
 }
 
 /// Parses a message body; on failure, logs and returns a clear reason (the expected shape

@@ -7,6 +7,7 @@
 //! 3xx and 4xx fail at once. Nothing of the URL (which holds the key) or of the reply
 //! body reaches an error, a log line or a span.
 
+pub mod calendar;
 mod error;
 mod http;
 pub(crate) mod model;

@@ -84,35 +84,22 @@ impl SearchRequest {
 /// issues, and the only one safe in a query string and a document key.
 pub fn check_precedent_id(id: &str) -> Result<(), LawError> {
     if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
-        let shown: String = id.chars().take(24).collect();
+        // Not echoed: a message may carry anything, a key included.
         return Err(LawError::InvalidRequest(format!(
-            "precedent id must be 1-20 digits, got {shown:?}"
+            "precedent id must be 1-20 ASCII digits (got {} characters that are not)",
+            id.chars().count()
         )));
     }
     Ok(())
 }
 
-/// Checks a `YYYYMMDD` calendar date.
+/// Checks a `YYYYMMDD` calendar date from 1900 on. The error says why without echoing the
+/// value, which may be anything a message carried.
 pub fn check_date(field: &str, v: &str) -> Result<(), LawError> {
-    let bad = || LawError::InvalidRequest(format!("{field} must be a date as YYYYMMDD, got {v:?}"));
-    if v.len() != 8 || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let (y, m, d) = (
-        v[..4].parse::<u32>().map_err(|_| bad())?,
-        v[4..6].parse::<u32>().map_err(|_| bad())?,
-        v[6..].parse::<u32>().map_err(|_| bad())?,
-    );
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return Err(bad()),
-    };
-    if y < 1900 || d == 0 || d > days {
-        return Err(bad());
+    let bad = |why: String| LawError::InvalidRequest(format!("{field} must be a date as YYYYMMDD: {why}"));
+    let day = super::calendar::day_number(v).map_err(|e| bad(e.to_string()))?;
+    if day < super::calendar::days_from_civil(1900, 1, 1) {
+        return Err(bad("it is before 1900".into()));
     }
     Ok(())
 }
@@ -283,6 +270,13 @@ fn sanitize(v: &mut Value, oc: &Secret) {
     match v {
         Value::Object(map) => {
             map.remove(LINK_FIELD);
+            // Keys too: an object keyed by something holding the key would keep it.
+            if map.keys().any(|k| oc.occurs_in(k)) {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, v)| (oc.scrub(&k), v))
+                    .collect();
+            }
             map.values_mut().for_each(|x| sanitize(x, oc));
         }
         Value::Array(items) => items.iter_mut().for_each(|x| sanitize(x, oc)),

@@ -6,6 +6,7 @@
 
 use serde::Deserialize;
 
+use super::calendar::{days_from_civil, days_in_month, yyyymmdd};
 use super::{LawError, SearchRequest};
 
 /// Korea Standard Time, UTC+9, no daylight saving.
@@ -22,13 +23,14 @@ impl DayBefore {
     /// The one-day window before the KST day of `day_before`.
     pub fn window(&self) -> Result<SearchRequest, LawError> {
         let secs = parse_rfc3339(&self.day_before).ok_or_else(|| {
+            // The value is not echoed: a message body may carry anything, a key included.
             LawError::InvalidRequest(format!(
-                "dayBefore must be an RFC 3339 instant such as 2026-11-30T19:00:00Z, got {:?}",
-                self.day_before.chars().take(40).collect::<String>()
+                "dayBefore must be an RFC 3339 instant such as 2026-11-30T19:00:00Z (got {} characters that are not one)",
+                self.day_before.chars().count()
             ))
         })?;
         let kst_day = (secs + KST_OFFSET_SECS).div_euclid(86_400);
-        let day = ymd(kst_day - 1);
+        let day = yyyymmdd(kst_day - 1);
         Ok(SearchRequest {
             from: day.clone(),
             to: day,
@@ -86,45 +88,6 @@ fn parse_rfc3339(s: &str) -> Option<i64> {
     Some(days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec.min(59) - offset)
 }
 
-fn days_in_month(y: i64, m: i64) -> i64 {
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    match m {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 (proleptic Gregorian), by counting whole eras of 400 years.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    // Years start in March, so the leap day ends a year.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let month_from_march = (m + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + d - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// YYYYMMDD of a day number.
-fn ymd(day: i64) -> String {
-    // Walk from an estimate: at most a couple of steps either way.
-    let mut y = 1970 + day.div_euclid(365);
-    while days_from_civil(y, 1, 1) > day {
-        y -= 1;
-    }
-    while days_from_civil(y + 1, 1, 1) <= day {
-        y += 1;
-    }
-    let mut m = 1;
-    while m < 12 && days_from_civil(y, m + 1, 1) <= day {
-        m += 1;
-    }
-    format!("{y:04}{m:02}{:02}", day - days_from_civil(y, m, 1) + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,19 +132,5 @@ mod tests {
                 "{bad}: {e}"
             );
         }
-    }
-
-    #[test]
-    fn day_numbers_round_trip() {
-        for d in [-1, 0, 59, 10_957, 19_782, 20_787, 47_482] {
-            let s = ymd(d);
-            let (y, m, dd) = (
-                s[..4].parse().expect("y"),
-                s[4..6].parse().expect("m"),
-                s[6..].parse().expect("d"),
-            );
-            assert_eq!(days_from_civil(y, m, dd), d, "{s}");
-        }
-        assert_eq!(ymd(0), "19700101");
     }
 }

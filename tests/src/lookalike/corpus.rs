@@ -5,7 +5,13 @@
 //! The same seed always gives the same corpus, so a test or the demo can compute what a
 //! date window holds without asking the server.
 
+use lawsync::law::calendar::yyyymmdd;
 use serde_json::{Value, json};
+
+/// Days since 1970-01-01 of a YYYYMMDD date, `None` if it is not one.
+fn day_number(yyyymmdd: &str) -> Option<i64> {
+    lawsync::law::calendar::day_number(yyyymmdd).ok()
+}
 
 /// First and last decision dates the corpus covers.
 pub const FIRST_DAY: &str = "20200101";
@@ -85,7 +91,7 @@ impl Corpus {
         let index = (day - first) as u64;
         let h = mix(self.seed ^ index.wrapping_mul(0x9E37_79B9));
         let count = h % (PER_DAY_MAX);
-        let decided = civil(day);
+        let decided = yyyymmdd(day);
         let year: u32 = decided[..4].parse().unwrap_or(2020);
         (0..count)
             .map(|k| {
@@ -184,69 +190,9 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Days since 1970-01-01 of a valid YYYYMMDD date.
-pub fn day_number(yyyymmdd: &str) -> Option<i64> {
-    if yyyymmdd.len() != 8 || !yyyymmdd.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let y: i64 = yyyymmdd[..4].parse().ok()?;
-    let m: i64 = yyyymmdd[4..6].parse().ok()?;
-    let d: i64 = yyyymmdd[6..].parse().ok()?;
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days_in = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || d < 1 || d > days_in[(m - 1) as usize] {
-        return None;
-    }
-    // Days before this year since 1970, then before this month.
-    let years = y - 1970;
-    let leaps = |y: i64| (y - 1) / 4 - (y - 1) / 100 + (y - 1) / 400;
-    let before_year = years * 365 + leaps(y) - leaps(1970);
-    let before_month: i64 = days_in[..(m - 1) as usize].iter().sum();
-    Some(before_year + before_month + d - 1)
-}
-
-/// YYYYMMDD of a day number (the inverse of [`day_number`]).
-pub fn civil(day: i64) -> String {
-    let mut y = 1970 + day.div_euclid(366);
-    while day_number(&format!("{:04}0101", y + 1)).is_some_and(|n| n <= day) {
-        y += 1;
-    }
-    let mut m = 1;
-    while m < 12 && day_number(&format!("{y:04}{:02}01", m + 1)).is_some_and(|n| n <= day) {
-        m += 1;
-    }
-    let first = day_number(&format!("{y:04}{m:02}01")).unwrap_or(day);
-    format!("{y:04}{m:02}{:02}", day - first + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_round_trip_and_reject_impossible_days() {
-        assert_eq!(day_number("19700101"), Some(0));
-        assert_eq!(day_number("20000301"), Some(11_017));
-        for s in ["20240229", "20261130", "20201231", "20210101"] {
-            assert_eq!(civil(day_number(s).expect("valid")), s);
-        }
-        for bad in ["20230229", "20261301", "2026010", "2026-1-1", "20260132"] {
-            assert_eq!(day_number(bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn the_corpus_is_deterministic_weekday_only_and_addressable_by_id() {
