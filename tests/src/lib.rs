@@ -10,11 +10,13 @@
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
+//! - [`leaks`]: Redis keys and values and stored files as text, to search for the key.
 //!
 //! Binaries: `gate-probe` (acquires slots from another process), `bench-gate`,
 //! `bench-queue`, `law-lookalike` and `demo`.
 
 pub mod capture;
+pub mod leaks;
 pub mod lookalike;
 pub mod servers;
 pub mod timeline;
