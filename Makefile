@@ -5,7 +5,7 @@ CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
 
-.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue build lambda-build sam-build deploy logs deps demo help
+.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost soak build lambda-build sam-build deploy logs deps demo help
 
 GATE ?= shared
 # Lambda architecture: the template's default is arm64 (Graviton); a machine without the
@@ -18,6 +18,8 @@ help:
 	@echo "make test        lint, then every test against real Redis (standalone + 3-node cluster)"
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
+	@echo "make bench-cost  billed handler time per law.go.kr call, this package against the seed's sleep-in-handler, at SQS concurrency 1/2/5/10"
+	@echo "make soak        the long reliability suites (ignored by make test), release build"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
 	@echo "make build       the three bootstrap zips with cargo-lambda (ARCH=arm64 default, or x86_64), with sizes"
 	@echo "make sam-build   sam build of infra/template.yaml (runs cargo lambda itself)"
@@ -64,6 +66,21 @@ bench-queue: redis-up
 	@set -a; . $(REDIS_ENV); set +a; \
 	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-queue || status=$$?; \
 	scripts/test-redis.sh down; exit $$status
+
+# Real processes (lawsync local) against the look-alike: release builds, Redis and moto of
+# the test setup.
+bench-cost: redis-up moto-up
+	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
+	status=0; $(CARGO) build --release --locked -p lawsync --bin lawsync && \
+	$(CARGO) run --release --locked -p lawsync-tests --bin bench-cost || status=$$?; \
+	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
+
+# The suites too long for make test (marked #[ignore = "soak: ..."]), in release.
+soak: redis-up moto-up
+	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
+	status=0; $(CARGO) build --release --locked --workspace --bins && \
+	$(CARGO) test --release --locked --workspace -- --ignored --nocapture || status=$$?; \
+	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
 
 build:
 	@ARCH=$(ARCH) scripts/lambda-build.sh

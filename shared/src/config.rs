@@ -140,6 +140,9 @@ pub struct Config {
     pub slack_webhook: Option<SlackSource>,
     pub retry_max_attempts: u32,
     pub drain_interval: Duration,
+    /// `LAW_API_HANDLER_MAX_WAIT_MS`: the SQS handlers' longest wait for a gate slot
+    /// (the drainer and the CLI wait up to `gate.max_wait`).
+    pub handler_max_wait: Duration,
 }
 
 /// Where the Slack webhook comes from. The URL itself is a credential.
@@ -176,7 +179,11 @@ impl Config {
                     .as_deref()
                     .unwrap_or("https://www.law.go.kr"),
             )?,
-            max_attempts: env.positive("LAW_API_MAX_ATTEMPTS", policy::DEFAULT_MAX_ATTEMPTS.into())? as u32,
+            // Saturated, not truncated, so the bound below sees a too-large value.
+            max_attempts: u32::try_from(
+                env.positive("LAW_API_MAX_ATTEMPTS", policy::DEFAULT_MAX_ATTEMPTS.into())?,
+            )
+            .unwrap_or(u32::MAX),
             max_response_bytes: env
                 .positive("LAW_API_MAX_RESPONSE_BYTES", policy::DEFAULT_MAX_RESPONSE_BYTES)?,
             connect_timeout: env.millis("LAW_API_CONNECT_TIMEOUT_MS", policy::DEFAULT_CONNECT_TIMEOUT)?,
@@ -227,6 +234,17 @@ impl Config {
             max_wait,
             tolerance,
         };
+        let handler_max_wait = env.millis(
+            "LAW_API_HANDLER_MAX_WAIT_MS",
+            // Within the ceiling, so a long interval alone never fails on this variable.
+            policy::default_handler_max_wait(interval, tolerance).min(policy::MAX_WAIT_CEILING),
+        )?;
+        if handler_max_wait > policy::MAX_WAIT_CEILING {
+            return Err(bad(
+                "LAW_API_HANDLER_MAX_WAIT_MS",
+                "must be at most 900000 (a Lambda's 15 minutes)",
+            ));
+        }
         let redis = RedisConfig {
             urls: parse_redis_urls(
                 env.get("REDIS_URL")
@@ -277,10 +295,12 @@ impl Config {
                 .transpose()?,
             documents,
             slack_webhook,
-            retry_max_attempts: env
-                .positive("RETRY_MAX_ATTEMPTS", policy::DEFAULT_RETRY_MAX_ATTEMPTS.into())?
-                as u32,
+            retry_max_attempts: u32::try_from(
+                env.positive("RETRY_MAX_ATTEMPTS", policy::DEFAULT_RETRY_MAX_ATTEMPTS.into())?,
+            )
+            .map_err(|_| bad("RETRY_MAX_ATTEMPTS", format!("must be at most {}", u32::MAX)))?,
             drain_interval: env.millis("DRAIN_INTERVAL_MS", policy::DEFAULT_DRAIN_INTERVAL)?,
+            handler_max_wait,
         })
     }
 }

@@ -207,13 +207,36 @@ impl Drainer<'_> {
                 if let Some(f) = self.hooks.on_pass {
                     f(&pass);
                 }
+                let worked = pass.claimed > 0;
                 passes.push(pass);
                 let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
                 if !more || self.hooks.stopping() || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
                     return Ok(());
                 }
+                // A scheduled run (no pass count) is billed for every second it sleeps: it
+                // goes straight on while entries are due, and ends when nothing falls due
+                // before its next pass would start; what is parked later waits for the next
+                // scheduled run at most.
+                let pause = if self.cfg.max_passes.is_none() {
+                    let stats = self.queue.stats().await?;
+                    match stats.next_due_in {
+                        // (A pass that could claim nothing due does not spin.)
+                        _ if stats.due_now > 0 && worked => Duration::ZERO,
+                        _ if stats.due_now > 0 => self.cfg.interval,
+                        Some(d) if d <= self.cfg.interval => d,
+                        _ => {
+                            tracing::info!(
+                                next_due_in_ms = stats.next_due_in.map(|d| d.as_millis() as u64),
+                                "drainer: nothing falls due before the next pass; run ends"
+                            );
+                            return Ok(());
+                        }
+                    }
+                } else {
+                    self.cfg.interval
+                };
                 tokio::select! {
-                    () = tokio::time::sleep(self.cfg.interval) => {}
+                    () = tokio::time::sleep(pause) => {}
                     () = self.hooks.stopped() => return Ok(()),
                 }
                 if !self.lock.extend(&held, hold(deadline)).await? {

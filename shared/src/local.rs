@@ -235,6 +235,7 @@ pub async fn run(
                     on_pass: Some(&on_pass),
                     stop: Some(&run_stop),
                 };
+                let started = std::time::Instant::now();
                 let run = deps.drain_with(&*alerts, Deadline::after(timeout), None, hooks);
                 tokio::pin!(run);
                 let report = tokio::select! {
@@ -250,7 +251,8 @@ pub async fn run(
                     }
                 };
                 match report {
-                    Ok(report) => log.emit(json!({"type": "drain", "instance": instance, "report": report})),
+                    Ok(report) => log.emit(json!({"type": "drain", "instance": instance,
+                        "billed_ms": started.elapsed().as_secs_f64() * 1000.0, "report": report})),
                     Err(e) => tracing::error!(error = %e, "local: drainer run failed"),
                 }
             }
@@ -472,7 +474,10 @@ impl Poller {
             }
         };
         let deadline = Deadline::after(self.opts.function_timeout);
+        let started = std::time::Instant::now();
         let (response, summary) = handle_batch(&self.deps, self.kind, event, deadline).await;
+        // What Lambda bills: the handler's own time (the mapping's deletes are not).
+        let billed_ms = started.elapsed().as_secs_f64() * 1000.0;
         let failed: std::collections::HashSet<&str> = response
             .batch_item_failures
             .iter()
@@ -516,6 +521,7 @@ impl Poller {
             "received": messages.len(),
             "batch_item_failures": failed.len(),
             "not_deleted": not_deleted,
+            "billed_ms": billed_ms,
             "summary": summary,
         }));
     }

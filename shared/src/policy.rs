@@ -32,6 +32,14 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Longest a caller will wait for a gate slot or a backoff in-process. Anything longer
 /// goes to the retry queue instead of holding an invocation (and its bill) open.
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
+/// Longest an SQS handler (search, detail) waits for a gate slot, by default: one interval
+/// plus the tolerance, so it sleeps only for the slot right after the call in flight. With
+/// N environments on one queue, the seed's design keeps N − 1 of them asleep on the gate,
+/// each billed for it; here a message whose slot is further away is parked in the retry
+/// queue at once (one Redis call) and the single drainer, pacing itself, works it off.
+pub fn default_handler_max_wait(interval: Duration, tolerance: Duration) -> Duration {
+    interval + tolerance
+}
 /// Largest reply read; a precedent with full text is well under 1 MiB, so 16 MiB only
 /// stops runaway or hostile bodies before they exhaust a 128 MiB Lambda.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;

@@ -214,6 +214,10 @@ async fn four_processes_share_the_gate_without_a_single_429() {
     env.vars
         .push(("LAW_API_REQUEST_INTERVAL_MS".into(), "225".into()));
     env.vars.push(("LAW_API_GATE_TOLERANCE_MS".into(), "10".into()));
+    // Every caller sleeps for its slot here (the seed's behaviour), so all four contend
+    // for the gate at once; by default a handler would park what lies beyond the next slot.
+    env.vars
+        .push(("LAW_API_HANDLER_MAX_WAIT_MS".into(), "30000".into()));
     let env = std::sync::Arc::new(env);
     let runs: Vec<_> = (0..4)
         .map(|p| {

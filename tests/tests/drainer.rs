@@ -206,35 +206,52 @@ async fn a_dead_webhook_never_loses_the_dead_letter() {
     }
 }
 
+/// A scheduled run goes on while entries fall due before its next pass, sleeping only
+/// until they do, and ends (billed no longer) once nothing falls due before the next pass.
 #[tokio::test]
-async fn passes_keep_a_fixed_delay_and_stop_before_the_deadline() {
+async fn a_run_waits_only_for_what_falls_due_and_ends_when_nothing_does() {
     let topo = Topology::Standalone;
     let r = rig(topo, "delay").await;
     park(&r, 3).await;
+    for (i, due_in) in [(3, 250), (4, 600)] {
+        let job = Job::new("DETAIL", i.to_string(), json!({ "id": i.to_string() }));
+        let note = ErrorNote::now("gate_wait_too_long", "the gate's next slot was too far", None);
+        r.queue
+            .enqueue_due_in(&job, Duration::from_millis(due_in), note)
+            .await
+            .expect("park");
+    }
     let handler = Scripted::new(Outcome::Done, Duration::from_millis(20));
     let started = Instant::now();
-    let deadline_in = Duration::from_millis(3600);
+    let deadline_in = Duration::from_secs(10);
     let passes = run(
         &r,
         &handler,
         &LogAlerts,
-        cfg(300, None),
+        cfg(1000, None),
         Deadline::after(deadline_in),
     )
     .await;
     let took = started.elapsed();
-    assert!(passes.len() >= 2, "{passes:?}");
-    for w in passes.windows(2) {
-        assert!(
-            w[1].started_ms >= w[0].ended_ms + 300,
-            "delay counted from the end of a pass: {passes:?}"
-        );
-    }
-    assert!(
-        took < deadline_in,
-        "the run must end before the deadline: {took:?}"
+    let done: Vec<u32> = passes.iter().map(|p| p.succeeded).collect();
+    assert_eq!(r.queue.stats().await.expect("stats").depth, 0, "{passes:?}");
+    assert_eq!(
+        done,
+        [3, 1, 1],
+        "each later entry in a pass of its own: {passes:?}"
     );
-    assert_eq!(passes[0].succeeded, 3);
+    assert!(
+        passes[1].started_ms >= 200 && passes[2].started_ms >= 550,
+        "a pass starts when its entry falls due: {passes:?}"
+    );
+    assert!(
+        passes[2].started_ms < passes[1].ended_ms + 1000,
+        "not a whole interval later: {passes:?}"
+    );
+    assert!(
+        took < Duration::from_millis(1500),
+        "an idle run ends rather than sleep to its deadline: {took:?}"
+    );
     assert_eq!(r.queue.stats().await.expect("stats").depth, 0);
     assert_eq!(
         r.lock.holder_ttl().await.expect("ttl"),

@@ -242,6 +242,45 @@ async fn bad_messages_carrying_the_key_never_echo_it() {
     );
 }
 
+/// With the gate's next slot far away (here a cluster cooldown), a handler does not sleep
+/// for it, billed: the message is parked at once, due when the gate expects room.
+#[tokio::test]
+async fn a_handler_parks_what_the_gate_cannot_grant_by_the_next_slot() {
+    let up = Upstream::start(vec![Reply::json(detail_body("31"))], Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    r.deps
+        .law
+        .gate()
+        .defer(Duration::from_secs(3))
+        .await
+        .expect("cooldown");
+    let started = std::time::Instant::now();
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m1", r#"{"id":"31"}"#)]),
+        Deadline::NONE,
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.parked, 1, "{summary:?}");
+    assert!(up.seen().is_empty(), "no call before the gate grants one");
+    assert!(
+        took < Duration::from_secs(2),
+        "it did not sleep out the cooldown: {took:?}"
+    );
+    let stats = r.deps.queue.stats().await.expect("stats");
+    let due = stats.next_due_in.expect("parked");
+    assert!(
+        due > Duration::from_secs(2) && due <= Duration::from_secs(3),
+        "due when the cooldown ends, not after the retry backoff: {due:?}"
+    );
+    let listed = r.deps.queue.list(5).await.expect("list");
+    let kind = listed[0].last_error.as_ref().map(|e| e.kind.clone());
+    assert_eq!(kind.as_deref(), Some("gate_wait_too_long"));
+}
+
 #[tokio::test]
 async fn search_fans_out_detail_messages_and_the_next_page() {
     let pages = vec![

@@ -116,7 +116,9 @@ impl Rig {
             "--visibility-timeout",
             "30",
         ];
-        args.extend(["--until-idle", "3", "--events", &events]);
+        // The drainer every 2 s rather than EventBridge's minute: an idle drainer run ends
+        // at once, and what is parked after it waits for the next one.
+        args.extend(["--drainer-every", "2", "--until-idle", "3", "--events", &events]);
         args.extend(extra);
         self.run(&args, Duration::from_secs(120)).await
     }

@@ -10,6 +10,7 @@ use super::outbox::QueueName;
 use crate::deadline::Deadline;
 use crate::documents::precedent_key;
 use crate::drainer::Outcome;
+use crate::gate::GateError;
 use crate::law::{Disposition, LawError, SearchRequest};
 use crate::queue::{Enqueued, ErrorNote, Job};
 
@@ -196,31 +197,37 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
         return Settlement::ReturnToSqs;
     }
     let note = err.note();
-    match err.disposition() {
-        Disposition::RetryLater(after) => match deps.queue.enqueue(job, after, note).await {
-            Ok(Enqueued::Queued { due_in }) => {
-                tracing::info!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "parked in the retry queue");
-                Settlement::Parked
-            }
-            Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
-            Ok(Enqueued::AlreadyDead) => {
-                tracing::warn!("already a dead letter; redrive it to retry");
-                Settlement::Permanent
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "could not park the job; returning the message to SQS");
-                Settlement::ReturnToSqs
-            }
-        },
-        Disposition::Permanent => {
+    let parked = match (&err, err.disposition()) {
+        // Not a failure: the gate's next slot was beyond the handler's wait. Due when the
+        // gate expects room, not after the retry backoff.
+        (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. })), _) => {
+            deps.queue.enqueue_due_in(job, *wait, note).await
+        }
+        (_, Disposition::RetryLater(after)) => deps.queue.enqueue(job, after, note).await,
+        (_, Disposition::Permanent) => {
             tracing::error!(kind = %err_kind(&err), error = %err, "permanent failure; not retried");
-            match deps.queue.record_dead(job, note).await {
+            return match deps.queue.record_dead(job, note).await {
                 Ok(()) => Settlement::Permanent,
                 Err(e) => {
                     tracing::error!(error = %e, "could not record the dead letter; returning the message to SQS");
                     Settlement::ReturnToSqs
                 }
-            }
+            };
+        }
+    };
+    match parked {
+        Ok(Enqueued::Queued { due_in }) => {
+            tracing::info!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "parked in the retry queue");
+            Settlement::Parked
+        }
+        Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
+        Ok(Enqueued::AlreadyDead) => {
+            tracing::warn!("already a dead letter; redrive it to retry");
+            Settlement::Permanent
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not park the job; returning the message to SQS");
+            Settlement::ReturnToSqs
         }
     }
 }

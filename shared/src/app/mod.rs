@@ -19,7 +19,7 @@ use crate::queue::RetryQueue;
 use outbox::Outbox;
 
 /// Everything a handler needs, built once per cold start.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Deps {
     pub cfg: Config,
     pub law: LawClient,

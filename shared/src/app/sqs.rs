@@ -87,6 +87,12 @@ pub async fn handle_batch(
     event: SqsEvent,
     deadline: Deadline,
 ) -> (SqsBatchResponse, BatchSummary) {
+    // A handler sleeps for the slot right after the call in flight at most; a message whose
+    // slot is further away is parked for the drainer rather than billed for the wait.
+    let deps = &Deps {
+        law: deps.law.clone().with_gate_wait(deps.cfg.handler_max_wait),
+        ..deps.clone()
+    };
     let mut response = SqsBatchResponse::default();
     let mut summary = BatchSummary::default();
     for record in event.records {

@@ -148,10 +148,15 @@ impl Gate {
 
     /// Waits for a slot, at most `max_wait` and never past `deadline`. On error nothing
     /// is reserved and the upstream must not be called.
-    #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
     pub async fn acquire(&self, deadline: Deadline) -> Result<Grant, GateError> {
+        self.acquire_within(deadline, self.cfg.max_wait).await
+    }
+
+    /// [`Gate::acquire`] with another wait bound than the configured `max_wait`.
+    #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
+    pub async fn acquire_within(&self, deadline: Deadline, max_wait: Duration) -> Result<Grant, GateError> {
         let started = tokio::time::Instant::now();
-        let bound = deadline.cap(self.cfg.max_wait);
+        let bound = deadline.cap(max_wait);
         let (mut held, mut epoch): (u64, u64) = (0, 0);
         let mut reslotted = 0;
         for call in 1..=MAX_CALLS_PER_ACQUIRE {

@@ -31,7 +31,7 @@ pub(super) enum Attempt {
 }
 
 /// The HTTP side of the client: a reqwest client with the policy settings baked in.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Transport {
     http: reqwest::Client,
     base: Url,

@@ -41,7 +41,7 @@ use http::{Attempt, Transport};
 pub const UPSTREAM: &str = "law-go-kr";
 
 /// A law.go.kr client. Build once per process (cold start) and share.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LawClient {
     transport: Transport,
     oc: Secret,
@@ -49,6 +49,8 @@ pub struct LawClient {
     max_attempts: u32,
     history: Option<Arc<dyn FailureSink>>,
     observer: Option<Arc<dyn CallObserver>>,
+    /// Longest wait for a gate slot per call; `None` is the gate's own `max_wait`.
+    gate_wait: Option<Duration>,
 }
 
 /// One attempt at law.go.kr, as a [`CallObserver`] sees it: no URL, no key, no body.
@@ -90,6 +92,7 @@ impl LawClient {
             max_attempts: cfg.max_attempts.max(1),
             history: None,
             observer: None,
+            gate_wait: None,
         })
     }
 
@@ -102,6 +105,15 @@ impl LawClient {
     /// The same client on another gate (the local runtime's per-instance contrast mode).
     pub fn with_gate(mut self, gate: Arc<Gate>) -> Self {
         self.gate = gate;
+        self
+    }
+
+    /// Waits at most `max` for a gate slot on each call instead of the gate's `max_wait`;
+    /// a slot further away fails the call with [`GateError::WaitTooLong`] before anything
+    /// is reserved. The SQS handlers use one interval, so that at most one environment
+    /// sleeps on the gate while another calls, and hand the rest to the retry queue.
+    pub fn with_gate_wait(mut self, max: Duration) -> Self {
+        self.gate_wait = Some(max);
         self
     }
 
@@ -170,7 +182,12 @@ impl LawClient {
                 return Err(LawError::OutOfTime { attempts: attempt });
             }
             // The slot must leave room for the call itself before the deadline.
-            let waited = match self.gate.acquire(deadline.earlier_by(MIN_CALL_WINDOW)).await {
+            let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
+            let waited = match self
+                .gate
+                .acquire_within(deadline.earlier_by(MIN_CALL_WINDOW), bound)
+                .await
+            {
                 Ok(grant) => grant.waited,
                 // On a retry, keep what the earlier attempts learned.
                 Err(GateError::WaitTooLong { wait, .. }) if attempt > 0 => {

@@ -142,8 +142,20 @@ impl RetryQueue {
         retry_after: Option<Duration>,
         error: ErrorNote,
     ) -> Result<Enqueued, StoreError> {
+        self.enqueue_due_in(job, self.backoff.delay(0, retry_after), error)
+            .await
+    }
+
+    /// Parks `job` due after exactly `delay`, without the retry backoff: work that did not
+    /// fail but could not be done now (the rate gate's next free slot was too far away).
+    pub async fn enqueue_due_in(
+        &self,
+        job: &Job,
+        delay: Duration,
+        error: ErrorNote,
+    ) -> Result<Enqueued, StoreError> {
         let job_json = job_json(job)?;
-        let delay = self.backoff.delay(0, retry_after);
+        let delay = delay.min(RETRY_AFTER_CAP);
         let history = self.history_json(&[], error);
         let k = &self.keys;
         let (status, _due): (i64, i64) = scripts::ENQUEUE

@@ -316,8 +316,10 @@ async fn run(o: Opts) -> Result<bool, String> {
             "60",
             "--visibility-timeout",
             "90",
+            // EventBridge invokes the drainer every minute; an idle run now ends at once,
+            // so parked work waits for the next invocation: 15 s keeps the demo short.
             "--drainer-every",
-            "60",
+            "15",
             "--gate",
             gate,
         ])

@@ -45,6 +45,9 @@ pub struct LookalikeConfig {
     pub log_file: Option<std::path::PathBuf>,
     /// Prints a line per arrival to stderr.
     pub echo: bool,
+    /// Time every API reply takes before its status line (law.go.kr answers a detail in
+    /// roughly 100-300 ms); a `slow` fault adds to it.
+    pub latency: Duration,
 }
 
 impl LookalikeConfig {
@@ -55,6 +58,7 @@ impl LookalikeConfig {
             seed: 1,
             log_file: None,
             echo: false,
+            latency: Duration::ZERO,
         }
     }
 }
@@ -247,7 +251,9 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
             "not_found".to_owned(),
         )
     } else {
-        st.respond(endpoint, req)
+        let (reply, cause) = st.respond(endpoint, req);
+        let delay = reply.delay + st.cfg.latency;
+        (reply.delayed(delay), cause)
     };
     let arrival = Arrival {
         at_ms: epoch_ms(SystemTime::now()),
