@@ -74,41 +74,113 @@ pub fn dead_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// A Redis server of one test's own, on a fresh port, for tests that stop, freeze or kill
-/// it. Killed when dropped.
+/// A Redis server of one test's own, on a fresh port, for tests that stop, freeze, kill or
+/// restart it. Killed when dropped (and its data directory, if any, removed).
+///
+/// [`OwnRedis::start`] runs without persistence. [`OwnRedis::start_persistent`] keeps an
+/// append-only file in a directory of its own with `appendfsync always`: Redis writes and
+/// fsyncs each write to the AOF before it replies, so a write a client saw acknowledged
+/// survives [`OwnRedis::kill`] (SIGKILL) as well as [`OwnRedis::stop`] (SIGTERM), and
+/// [`OwnRedis::restart`] brings it back on the same port from that file.
 #[derive(Debug)]
 pub struct OwnRedis {
     pub port: u16,
     child: tokio::process::Child,
+    /// The data directory of a persistent server.
+    dir: Option<std::path::PathBuf>,
 }
 
 impl OwnRedis {
     /// Starts `redis-server` without persistence and waits until it answers.
     pub async fn start() -> Self {
+        Self::launch(dead_port(), None).await
+    }
+
+    /// Starts `redis-server` with an append-only file (`appendonly yes`, `appendfsync
+    /// always`, no RDB snapshots) in a fresh directory of its own, and waits until it answers.
+    pub async fn start_persistent() -> Self {
         let port = dead_port();
-        let child = tokio::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "lawsync-redis-{port}-{}-{}",
+            std::process::id(),
+            nanos % 1_000_000_000
+        ));
+        std::fs::create_dir_all(&dir).expect("create the Redis data directory");
+        Self::launch(port, Some(dir)).await
+    }
+
+    async fn launch(port: u16, dir: Option<std::path::PathBuf>) -> Self {
+        let child = Self::spawn(port, dir.as_deref());
+        let me = Self { port, child, dir };
+        me.wait_until_ready().await;
+        me
+    }
+
+    fn spawn(port: u16, dir: Option<&std::path::Path>) -> tokio::process::Child {
+        let mut args: Vec<String> = ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match dir {
+            None => args.extend(["--appendonly", "no"].map(String::from)),
+            Some(dir) => {
+                let dir = dir.display().to_string();
+                args.extend(
+                    [
+                        "--appendonly",
+                        "yes",
+                        "--appendfsync",
+                        "always",
+                        "--dir",
+                        &dir,
+                        "--logfile",
+                        &format!("{dir}/redis.log"),
+                    ]
+                    .map(String::from),
+                );
+            }
+        }
+        tokio::process::Command::new("redis-server")
+            .args(&args)
             .kill_on_drop(true)
             .stdout(std::process::Stdio::null())
             .spawn()
-            .expect("start redis-server");
-        let me = Self { port, child };
-        for _ in 0..100 {
-            if RedisConn::connect(&me.config()).await.is_ok() {
-                return me;
+            .expect("start redis-server")
+    }
+
+    /// Waits until the server answers and has finished loading its data (a restarted
+    /// server replays its AOF first, answering `LOADING` meanwhile).
+    async fn wait_until_ready(&self) {
+        for _ in 0..250 {
+            if self.loaded().await {
+                return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        panic!("own redis-server on port {port} did not answer");
+        panic!("own redis-server on port {} did not answer", self.port);
+    }
+
+    async fn loaded(&self) -> bool {
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let attempt = async {
+            let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query_async(&mut conn)
+                .await
+                .ok()?;
+            Some(info.lines().any(|l| l.trim() == "loading:0"))
+        };
+        tokio::time::timeout(std::time::Duration::from_millis(500), attempt)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(false)
     }
 
     pub fn url(&self) -> String {
@@ -117,6 +189,16 @@ impl OwnRedis {
 
     pub fn config(&self) -> RedisConfig {
         RedisConfig::for_url(&self.url()).expect("url")
+    }
+
+    /// The data directory of a persistent server (`None` without persistence).
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.dir.as_deref()
+    }
+
+    /// The running server's process id (`None` once it has exited).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Freezes the server (SIGSTOP): connections stay open, nothing answers.
@@ -128,9 +210,39 @@ impl OwnRedis {
         self.signal("-CONT");
     }
 
-    /// Kills the server outright.
+    /// Kills the server outright (SIGKILL) and reaps it: a crash, with no chance to flush.
     pub async fn kill(&mut self) {
         self.child.kill().await.expect("kill redis-server");
+    }
+
+    /// Stops the server as an operator would (SIGTERM: Redis closes its clients, flushes
+    /// and fsyncs the AOF, and exits) and waits until it has exited. A server that has not
+    /// exited within 10 s is killed, and the test fails.
+    pub async fn stop(&mut self) {
+        self.signal("-TERM");
+        match tokio::time::timeout(std::time::Duration::from_secs(10), self.child.wait()).await {
+            Ok(status) => {
+                status.expect("wait for redis-server");
+            }
+            Err(_) => {
+                let _ = self.child.kill().await;
+                panic!("redis-server on port {} ignored SIGTERM for 10 s", self.port);
+            }
+        }
+    }
+
+    /// Starts the server again on the same port, with the same settings and data directory
+    /// (a persistent server replays its AOF), and waits until it has loaded. The server must
+    /// have been stopped or killed first.
+    pub async fn restart(&mut self) {
+        let exited = self.child.try_wait().expect("redis-server status");
+        assert!(
+            exited.is_some(),
+            "redis-server on port {} still runs: stop() or kill() it before restart()",
+            self.port
+        );
+        self.child = Self::spawn(self.port, self.dir.as_deref());
+        self.wait_until_ready().await;
     }
 
     fn signal(&self, sig: &str) {
@@ -151,6 +263,10 @@ impl Drop for OwnRedis {
             let _ = std::process::Command::new("kill")
                 .args(["-CONT", &pid.to_string()])
                 .status();
+        }
+        let _ = self.child.start_kill();
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
