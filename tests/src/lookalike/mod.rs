@@ -63,6 +63,10 @@ impl LookalikeConfig {
     }
 }
 
+/// In every fault's body or header, so a test can prove no upstream body reached a log,
+/// an error, Redis, an alert or a stored document.
+pub const BODY_MARKER: &str = "UPSTREAM-BODY-9f31";
+
 /// A fault the next calls get instead of their answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
@@ -88,6 +92,8 @@ pub enum Fault {
     Oversized { bytes: u64 },
     /// The real answer, after `delay_ms`.
     Slow { delay_ms: u64 },
+    /// A 200 with an empty body.
+    Empty,
 }
 
 impl Fault {
@@ -101,6 +107,7 @@ impl Fault {
             Fault::Law => "law",
             Fault::Oversized { .. } => "oversized",
             Fault::Slow { .. } => "slow",
+            Fault::Empty => "empty",
         }
     }
 }
@@ -318,19 +325,25 @@ impl State {
                     None => r,
                 }
             }
-            Fault::Status { status } => Reply::status(status).text("<html><body>Service Unavailable</body></html>"),
-            Fault::Redirect => Reply::status(302).header("Location", "https://www.law.go.kr/LSW/maintenance.html"),
+            Fault::Status { status } => {
+                Reply::status(status).text(format!("<html><body>Service Unavailable {BODY_MARKER}</body></html>"))
+            }
+            Fault::Redirect => Reply::status(302).header(
+                "Location",
+                &format!("https://www.law.go.kr/LSW/maintenance.html?{BODY_MARKER}"),
+            ),
             Fault::Html => Reply::status(200)
                 .header("Content-Type", "text/html;charset=UTF-8")
-                .text("<html><head><script>location.assign('/LSW/check.do?rsn=bot');</script></head><body></body></html>"),
+                .text(format!("<html><head><script>location.assign('/LSW/check.do?rsn=bot&{BODY_MARKER}');</script></head><body></body></html>")),
             Fault::Result => {
                 let oc = req.param("OC").unwrap_or("");
-                json_reply(json!({"result": VERIFY_FAILED, "msg": format!("OC({oc}) 사용자 정보를 확인하여 주십시오.")}))
+                json_reply(json!({"result": VERIFY_FAILED, "msg": format!("OC({oc}) 사용자 정보를 확인하여 주십시오. {BODY_MARKER}")}))
             }
             Fault::Law => json_reply(json!({ "Law": NO_MATCH })),
             Fault::Oversized { bytes } => Reply::status(200)
                 .header("Content-Type", "application/json;charset=UTF-8")
                 .with_body(Body::Endless { total: bytes }),
+            Fault::Empty => Reply::status(200).header("Content-Type", "application/json;charset=UTF-8"),
             Fault::Slow { delay_ms } => self
                 .real_reply(endpoint, req)
                 .0
