@@ -143,6 +143,9 @@ pub struct Config {
     /// `LAW_API_HANDLER_MAX_WAIT_MS`: the SQS handlers' longest wait for a gate slot
     /// (the drainer and the CLI wait up to `gate.max_wait`).
     pub handler_max_wait: Duration,
+    /// `HANDLERS_DRAIN`: whether an SQS handler works off due retry-queue entries after
+    /// its batch while it gets gate slots within its wait.
+    pub handlers_drain: bool,
 }
 
 /// Where the Slack webhook comes from. The URL itself is a credential.
@@ -301,6 +304,11 @@ impl Config {
             .map_err(|_| bad("RETRY_MAX_ATTEMPTS", format!("must be at most {}", u32::MAX)))?,
             drain_interval: env.millis("DRAIN_INTERVAL_MS", policy::DEFAULT_DRAIN_INTERVAL)?,
             handler_max_wait,
+            handlers_drain: match env.get("HANDLERS_DRAIN").as_deref() {
+                None | Some("true") => true,
+                Some("false") => false,
+                Some(_) => return Err(bad("HANDLERS_DRAIN", "must be true or false")),
+            },
         })
     }
 }

@@ -34,6 +34,10 @@ pub enum Outcome {
     Dead {
         error: ErrorNote,
     },
+    /// Not worked: no gate slot within the run's bound (its deadline, or an SQS handler's
+    /// wait). Released unchanged (its retry count is not raised), due again at once; the
+    /// run ends.
+    NotStarted,
 }
 
 /// Runs one job by its type. The functions route `SEARCH` and `DETAIL` to the same code
@@ -92,6 +96,13 @@ pub struct DrainerConfig {
     pub time_per_job: Duration,
     /// Passes at most, for a CLI run; `None` runs until the deadline.
     pub max_passes: Option<u32>,
+    /// Whether a run without a pass count sleeps for entries that fall due before its next
+    /// pass (the scheduled drainer), or ends as soon as nothing is due (an SQS handler
+    /// working the queue off after its batch).
+    pub linger: bool,
+    /// Whether passes send the pending dead-letter alerts. Only the scheduled drainer,
+    /// which has the alert target, does.
+    pub send_alerts: bool,
 }
 
 /// What one pass did.
@@ -110,6 +121,10 @@ pub struct PassReport {
     /// Milliseconds from the run's start to this pass's start and end.
     pub started_ms: u64,
     pub ended_ms: u64,
+    /// A job found no gate slot within the run's bound (its deadline, or an SQS handler's
+    /// wait): it and the rest were released unchanged, and the run ends.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub out_of_room: bool,
 }
 
 /// What a run did.
@@ -208,7 +223,11 @@ impl Drainer<'_> {
                     f(&pass);
                 }
                 let worked = pass.claimed > 0;
+                let out_of_room = pass.out_of_room;
                 passes.push(pass);
+                if out_of_room {
+                    return Ok(());
+                }
                 let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
                 if !more || self.hooks.stopping() || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
                     return Ok(());
@@ -222,6 +241,8 @@ impl Drainer<'_> {
                     match stats.next_due_in {
                         // (A pass that could claim nothing due does not spin.)
                         _ if stats.due_now > 0 && worked => Duration::ZERO,
+                        // An SQS handler does not wait for work: it ends when nothing is due.
+                        _ if !self.cfg.linger => return Ok(()),
                         _ if stats.due_now > 0 => self.cfg.interval,
                         Some(d) if d <= self.cfg.interval => d,
                         _ => {
@@ -286,15 +307,22 @@ impl Drainer<'_> {
                     .handle(&leased.job, work_until)
                     .instrument(span.clone())
                     .await;
+                let out_of_room = outcome == Outcome::NotStarted;
                 self.settle(&leased, outcome, &mut report)
                     .instrument(span)
                     .await?;
+                if out_of_room {
+                    report.out_of_room = true;
+                    break;
+                }
             }
             for leased in entries {
                 self.skip(&leased, &mut report).await?;
             }
         }
-        report.alert_delivered = self.flush_alerts(deadline).await?;
+        if self.cfg.send_alerts {
+            report.alert_delivered = self.flush_alerts(deadline).await?;
+        }
         report.ended_ms = start.elapsed().as_millis() as u64;
         Ok(report)
     }
@@ -380,6 +408,10 @@ impl Drainer<'_> {
                 } else {
                     report.skipped += 1;
                 }
+            }
+            Outcome::NotStarted => {
+                tracing::info!("drainer: no gate slot within the run's bound; released unchanged");
+                self.skip(leased, report).await?;
             }
         }
         Ok(())

@@ -10,6 +10,7 @@
 //! - [`app`]: what the functions do (search fan-out, detail store, SQS batches), over injected [`app::Deps`].
 //! - [`aws`]: AWS SDK configuration and error reduction.
 //! - `cli` (feature `cli`): the `lawsync` command line.
+//! - [`clock`]: instants as Unix epoch milliseconds.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
@@ -34,6 +35,7 @@ pub mod app;
 pub mod aws;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod deadline;
 pub mod documents;

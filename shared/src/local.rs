@@ -17,7 +17,7 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
@@ -30,8 +30,7 @@ use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::law::{CallEvent, CallObserver};
 
-/// How long a stopping drainer may take to finish its job before it is dropped.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+use crate::policy::LOCAL_STOP_GRACE as STOP_GRACE;
 
 /// Which gate the environments share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,18 +99,12 @@ impl EventLog {
     /// Writes one line; an output that fails is reported once per line to the log, never
     /// fatal to the work.
     pub fn emit(&self, mut event: Value) {
-        event["at_ms"] = json!(epoch_ms(SystemTime::now()));
+        event["at_ms"] = json!(crate::clock::epoch_millis_f64(SystemTime::now()));
         let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if writeln!(out, "{event}").and_then(|()| out.flush()).is_err() {
             tracing::warn!("local: could not write an event line");
         }
     }
-}
-
-fn epoch_ms(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
 }
 
 /// Writes every law.go.kr attempt of one environment as a `call` event.
@@ -128,7 +121,7 @@ impl CallObserver for CallLines {
             "instance": self.instance,
             "endpoint": e.endpoint,
             "attempt": e.attempt,
-            "started_ms": epoch_ms(e.started_at),
+            "started_ms": crate::clock::epoch_millis_f64(e.started_at),
             "waited_ms": e.waited.as_secs_f64() * 1000.0,
             "took_ms": e.took.as_secs_f64() * 1000.0,
             "status": e.status,

@@ -13,7 +13,6 @@
 #![allow(clippy::print_stdout)] // EMF is read from the function's stdout
 
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
@@ -70,6 +69,7 @@ impl Metrics {
         acc.add("MessagesParked", u64::from(s.parked));
         acc.add("MessagesInvalid", u64::from(s.invalid + s.permanent));
         acc.add("MessagesReturned", u64::from(s.returned));
+        acc.add("HandlerDrained", u64::from(s.drained));
     }
 
     /// What one drainer run did, and the queue it left.
@@ -109,10 +109,7 @@ impl Metrics {
             defs.push(json!({"Name": name, "Unit": "Count"}));
             line.insert((*name).into(), json!(v));
         }
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let now_ms = crate::clock::now_millis();
         line.insert(
             "_aws".into(),
             json!({
@@ -156,7 +153,7 @@ impl CallObserver for Metrics {
 mod tests {
     use super::*;
     use crate::law::Endpoint;
-    use std::time::Duration;
+    use std::time::{Duration, SystemTime};
 
     fn call(status: u16, waited_ms: u64, cooldown: bool) -> CallEvent {
         CallEvent {

@@ -116,3 +116,7 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 /// Bound on one alert delivery: an alert is not worth holding a drainer pass.
 pub const ALERT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `lawsync local`, told to stop, lets a drainer run finish the job in hand (one
+/// call with its gate wait at the default pace) before dropping it; past it, the leases and
+/// the lock expire on their own, as after a crash.
+pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(5);

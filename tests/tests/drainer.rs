@@ -69,6 +69,8 @@ fn cfg(interval_ms: u64, max_passes: Option<u32>) -> DrainerConfig {
         max_attempts: 30,
         time_per_job: Duration::from_millis(100),
         max_passes,
+        linger: true,
+        send_alerts: true,
     }
 }
 

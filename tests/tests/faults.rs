@@ -135,10 +135,26 @@ const EXPECTED: &[(&str, Span, [Outcome; 3])] = {
     &[
         ("429, Retry-After: 1", Once, [Done, Done, Done]),
         ("429, Retry-After: 1", Always, [Parked, Parked, Retried]),
-        ("429, Retry-After as an HTTP-date 2 s ahead", Once, [Done, Done, Done]),
-        ("429, Retry-After as an HTTP-date 2 s ahead", Always, [Parked, Parked, Retried]),
-        ("429, Retry-After: 40 (past the 30 s bound)", Once, [Parked, Parked, Retried]),
-        ("429, Retry-After: 40 (past the 30 s bound)", Always, [Parked, Parked, Retried]),
+        (
+            "429, Retry-After as an HTTP-date 2 s ahead",
+            Once,
+            [Done, Done, Done],
+        ),
+        (
+            "429, Retry-After as an HTTP-date 2 s ahead",
+            Always,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "429, Retry-After: 40 (past the 30 s bound)",
+            Once,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "429, Retry-After: 40 (past the 30 s bound)",
+            Always,
+            [Parked, Parked, Retried],
+        ),
         ("429 without Retry-After", Once, [Done, Done, Done]),
         ("429 without Retry-After", Always, [Parked, Parked, Retried]),
         ("500", Once, [Done, Done, Done]),
@@ -158,17 +174,49 @@ const EXPECTED: &[(&str, Span, [Outcome; 3])] = {
         ("403", Once, [Dead, Dead, DeadAlerted]),
         ("403", Always, [Dead, Dead, DeadAlerted]),
         ("200 with the anti-bot HTML page", Once, [Parked, Parked, Retried]),
-        ("200 with the anti-bot HTML page", Always, [Parked, Parked, Retried]),
-        ("200 with {\"result\": key verification failed}", Once, [Parked, Parked, Retried]),
-        ("200 with {\"result\": key verification failed}", Always, [Parked, Parked, Retried]),
-        ("200 with {\"Law\": no such precedent}", Once, [Dead, Missing, Missing]),
-        ("200 with {\"Law\": no such precedent}", Always, [Dead, Missing, Missing]),
+        (
+            "200 with the anti-bot HTML page",
+            Always,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "200 with {\"result\": key verification failed}",
+            Once,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "200 with {\"result\": key verification failed}",
+            Always,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "200 with {\"Law\": no such precedent}",
+            Once,
+            [Dead, Missing, Missing],
+        ),
+        (
+            "200 with {\"Law\": no such precedent}",
+            Always,
+            [Dead, Missing, Missing],
+        ),
         ("200 with an empty body", Once, [Parked, Parked, Retried]),
         ("200 with an empty body", Always, [Parked, Parked, Retried]),
-        ("200 with a body over the size cap", Once, [Dead, Dead, DeadAlerted]),
-        ("200 with a body over the size cap", Always, [Dead, Dead, DeadAlerted]),
+        (
+            "200 with a body over the size cap",
+            Once,
+            [Dead, Dead, DeadAlerted],
+        ),
+        (
+            "200 with a body over the size cap",
+            Always,
+            [Dead, Dead, DeadAlerted],
+        ),
         ("no reply within the read timeout", Once, [Done, Done, Done]),
-        ("no reply within the read timeout", Always, [Parked, Parked, Retried]),
+        (
+            "no reply within the read timeout",
+            Always,
+            [Parked, Parked, Retried],
+        ),
     ]
 };
 

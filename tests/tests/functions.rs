@@ -281,6 +281,98 @@ async fn a_handler_parks_what_the_gate_cannot_grant_by_the_next_slot() {
     assert_eq!(kind.as_deref(), Some("gate_wait_too_long"));
 }
 
+/// A drainer job the run's deadline leaves no room for is released unchanged, not counted
+/// as a failure.
+#[tokio::test]
+async fn a_drainer_job_without_room_before_the_deadline_is_not_a_failure() {
+    let up = Upstream::start(vec![Reply::json(detail_body("41"))], Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    let job = lawsync::app::jobs::detail_job("41");
+    let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
+    r.deps
+        .queue
+        .enqueue_due_in(&job, Duration::ZERO, note)
+        .await
+        .expect("park");
+    // The slot lies 5 s out; the run has 3.5 s, so the gate refuses on the deadline's account.
+    r.deps
+        .law
+        .gate()
+        .defer(Duration::from_secs(5))
+        .await
+        .expect("cooldown");
+    let report = r
+        .deps
+        .drain(&LogAlerts, Deadline::after(Duration::from_millis(3500)), Some(1))
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("busy");
+    };
+    assert_eq!((passes[0].failed, passes[0].skipped), (0, 1), "{passes:?}");
+    assert!(up.seen().is_empty());
+    let listed = r.deps.queue.list(5).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        listed[0].retry_count, 0,
+        "its retry count is not raised: {listed:?}"
+    );
+}
+
+/// The environment that gets its slots works off what others parked, after its batch;
+/// one that had to park does not try.
+#[tokio::test]
+async fn a_handler_with_the_slots_works_off_parked_jobs_after_its_batch() {
+    let docs = ["51", "52", "53"].map(|id| Reply::json(detail_body(id)));
+    let up = Upstream::start(docs.to_vec(), Reply::status(500)).await;
+    let r = rig(&up, Docs::Folder).await;
+    for id in ["52", "53"] {
+        let note =
+            lawsync::queue::ErrorNote::now("gate_wait_too_long", "the gate's next slot was too far", None);
+        let job = lawsync::app::jobs::detail_job(id);
+        r.deps
+            .queue
+            .enqueue_due_in(&job, Duration::ZERO, note)
+            .await
+            .expect("park");
+    }
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m1", r#"{"id":"51"}"#)]),
+        Deadline::after(Duration::from_secs(30)),
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!((summary.done, summary.drained), (1, 2), "{summary:?}");
+    assert_eq!(up.seen().len(), 3);
+    assert_eq!(r.deps.queue.stats().await.expect("stats").depth, 0);
+
+    // With the gate cooled down, the message is parked and nothing is drained.
+    let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
+    let job = lawsync::app::jobs::detail_job("54");
+    r.deps
+        .queue
+        .enqueue_due_in(&job, Duration::ZERO, note)
+        .await
+        .expect("park");
+    r.deps
+        .law
+        .gate()
+        .defer(Duration::from_secs(3))
+        .await
+        .expect("cooldown");
+    let (_, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m2", r#"{"id":"55"}"#)]),
+        Deadline::after(Duration::from_secs(30)),
+    )
+    .await;
+    assert_eq!((summary.parked, summary.drained), (1, 0), "{summary:?}");
+    assert_eq!(up.seen().len(), 3, "no call while the cluster cools down");
+}
+
 #[tokio::test]
 async fn search_fans_out_detail_messages_and_the_next_page() {
     let pages = vec![

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lawsync::config::Config;
 use lawsync::law::{LawError, SearchRequest};
 use lawsync::{Deadline, Gate, LawClient, Secret};
-use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig};
+use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig, raw_request};
 use lawsync_tests::servers::{Topology, unique_ns};
 
 const OC: &str = "oc-LOOKALIKE-93b1";
@@ -196,20 +196,15 @@ async fn calls_closer_than_the_rule_get_429_and_the_log_never_holds_the_key() {
 
 /// Two raw GETs over one connection (no client, no gate), returning the bodies.
 async fn two_raw_calls(base: &str) -> (String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = base.trim_start_matches("http://");
-    let mut out = Vec::new();
-    for _ in 0..2 {
-        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let req = format!(
-            "GET /DRF/lawService.do?OC={OC}&target=prec&type=JSON&ID=1 HTTP/1.1\r\nHost: x\r\nReferer: https://www.law.go.kr/\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(req.as_bytes()).await.expect("write");
-        let mut body = String::new();
-        let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut body)).await;
-        out.push(body);
-    }
-    (out[0].clone(), out[1].clone())
+    let path = format!("/DRF/lawService.do?OC={OC}&target=prec&type=JSON&ID=1");
+    let referer = [("Referer", "https://www.law.go.kr/")];
+    let first = raw_request(base, "GET", &path, &referer, "")
+        .await
+        .expect("first call");
+    let second = raw_request(base, "GET", &path, &referer, "")
+        .await
+        .expect("second call");
+    (first, second)
 }
 
 /// What a fault's error must look like.
@@ -338,16 +333,7 @@ async fn get(url: &str) -> String {
 }
 
 async fn raw(method: &str, url: &str, body: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let rest = url.trim_start_matches("http://");
     let (addr, path) = rest.split_at(rest.find('/').expect("path"));
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut out)).await;
-    String::from_utf8_lossy(&out).into_owned()
+    raw_request(addr, method, path, &[], body).await.expect("request")
 }

@@ -1,7 +1,7 @@
 //! The two units of work, `SEARCH` (one page) and `DETAIL` (one precedent), as both the SQS
 //! handlers and the drainer run them, and what a failure turns into.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -130,9 +130,7 @@ pub async fn run_detail(deps: &Deps, id: &str, deadline: Deadline) -> Result<(),
             Ok(())
         }
         Err(LawError::NotFound) => {
-            let at = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
+            let at = crate::clock::now_millis();
             let marker = json!({ "id": id, "status": "not_found", "checkedAtMs": at }).to_string();
             deps.docs
                 .put(&format!("missing/{id}.json"), marker.as_bytes())
@@ -166,6 +164,13 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     };
     match result {
         Ok(()) => Outcome::Done,
+        // The deadline, not the upstream, stopped it: not a failure.
+        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted,
+        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { bound, .. })))
+            if bound < deps.cfg.gate.max_wait =>
+        {
+            Outcome::NotStarted
+        }
         Err(e) => match e.disposition() {
             Disposition::Permanent => Outcome::Dead { error: e.note() },
             Disposition::RetryLater(after) => Outcome::Retry {
@@ -198,10 +203,13 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
     }
     let note = err.note();
     let parked = match (&err, err.disposition()) {
-        // Not a failure: the gate's next slot was beyond the handler's wait. Due when the
-        // gate expects room, not after the retry backoff.
-        (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. })), _) => {
-            deps.queue.enqueue_due_in(job, *wait, note).await
+        // Not a failure: the gate's next slot was beyond the handler's wait. Behind a
+        // cluster cooldown it is due when the cooldown ends; behind other callers it is due
+        // at once, for the environment that holds the slots to work off after its batch
+        // (or the scheduled drainer). Never after the retry backoff.
+        (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, cooldown, .. })), _) => {
+            let due_in = if cooldown.is_some() { *wait } else { Duration::ZERO };
+            deps.queue.enqueue_due_in(job, due_in, note).await
         }
         (_, Disposition::RetryLater(after)) => deps.queue.enqueue(job, after, note).await,
         (_, Disposition::Permanent) => {

@@ -133,8 +133,40 @@ impl Deps {
                 max_attempts: self.cfg.retry_max_attempts,
                 time_per_job: self.cfg.gate.interval,
                 max_passes,
+                linger: true,
+                send_alerts: true,
             },
             hooks,
+        };
+        drainer.run(deadline).await
+    }
+
+    /// Works off due retry-queue entries while this client gets gate slots within its own
+    /// wait bound: what an SQS handler does after its batch, so that work parked by the
+    /// environments that found the gate busy goes on at once instead of waiting for the
+    /// scheduled drainer. Takes the single-runner lock (another runner means nothing to
+    /// do); never sleeps for work; leaves the alerts to the scheduled drainer.
+    pub async fn drain_inline(
+        &self,
+        deadline: crate::deadline::Deadline,
+    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+        let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
+        let handler = JobsHandler(self);
+        let drainer = crate::drainer::Drainer {
+            queue: &self.queue,
+            lock: &lock,
+            handler: &handler,
+            alerts: &crate::alert::LogAlerts,
+            env: &self.cfg.app_env,
+            cfg: crate::drainer::DrainerConfig {
+                interval: self.cfg.drain_interval,
+                max_attempts: self.cfg.retry_max_attempts,
+                time_per_job: self.cfg.gate.interval,
+                max_passes: None,
+                linger: false,
+                send_alerts: false,
+            },
+            hooks: Default::default(),
         };
         drainer.run(deadline).await
     }

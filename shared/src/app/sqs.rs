@@ -78,6 +78,8 @@ pub struct BatchSummary {
     pub permanent: u32,
     pub invalid: u32,
     pub returned: u32,
+    /// Retry-queue entries this invocation worked off after its batch.
+    pub drained: u32,
 }
 
 /// Handles one SQS batch.
@@ -128,7 +130,41 @@ pub async fn handle_batch(
             Handled::Invalid(_) => summary.invalid += 1,
         }
     }
+    // The environment that got its slots goes on with the work the others parked, rather
+    // than leave it to the scheduled drainer a minute later. One that had to park or hand
+    // back a message of its own would find the gate busy or Redis down: it stops here.
+    if deps.cfg.handlers_drain
+        && summary.parked == 0
+        && summary.returned == 0
+        && deadline.allows(MIN_CALL_WINDOW)
+    {
+        summary.drained = drain_after_batch(deps, deadline).await;
+    }
     (response, summary)
+}
+
+/// Runs [`Deps::drain_inline`] when entries are due; returns how many it finished.
+async fn drain_after_batch(deps: &Deps, deadline: Deadline) -> u32 {
+    match deps.queue.stats().await {
+        Ok(s) if s.due_now > 0 => {}
+        Ok(_) => return 0,
+        Err(e) => {
+            tracing::warn!(error = %e, "retry queue unreadable after the batch; not draining");
+            return 0;
+        }
+    }
+    match deps.drain_inline(deadline).await {
+        Ok(crate::drainer::DrainReport::Ran { passes }) => {
+            let done = passes.iter().map(|p| p.succeeded).sum();
+            tracing::info!(drained = done, "worked off parked jobs after the batch");
+            done
+        }
+        Ok(crate::drainer::DrainReport::Busy) => 0,
+        Err(e) => {
+            tracing::warn!(error = %e, "draining after the batch stopped");
+            0
+        }
+    }
 }
 
 enum Handled {

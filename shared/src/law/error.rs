@@ -4,7 +4,7 @@
 //! `Display` would carry them into logs. What is kept is the status, the attempt count
 //! and a fixed description, which is all an operator needs to act.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -156,9 +156,7 @@ impl LawError {
     /// The sanitized run-history record of this failure (the seed's `job_run_errors`).
     pub fn record(&self, endpoint: Endpoint) -> FailureRecord {
         FailureRecord {
-            at_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            at_ms: crate::clock::now_millis(),
             endpoint,
             kind: self.kind().to_owned(),
             status: self.status(),

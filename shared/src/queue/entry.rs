@@ -1,7 +1,7 @@
 //! What a retry entry holds: the seed's `{"type","payload","retryCount"}` plus the first
 //! failure time, the due time and the sanitized error history.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -72,7 +72,7 @@ impl ErrorNote {
     /// A note stamped now.
     pub fn now(kind: impl Into<String>, message: impl Into<String>, status: Option<u16>) -> Self {
         Self {
-            at_ms: epoch_ms(SystemTime::now()),
+            at_ms: crate::clock::now_millis(),
             kind: kind.into(),
             message: message.into(),
             status,
@@ -146,8 +146,4 @@ mod millis {
             None => s.serialize_none(),
         }
     }
-}
-
-pub(crate) fn epoch_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

@@ -156,10 +156,9 @@ async fn run(
     moto: &str,
 ) -> Row {
     let mut cfg = LookalikeConfig::new(OC);
-    // The rule sits a tolerance below the gate's interval: the bench measures cost, and
-    // the gate's own spacing is checked by the tests.
-    let tolerance = lawsync::policy::default_gate_tolerance(interval);
-    cfg.interval = Some(interval - tolerance);
+    // The rule sits a tenth below the gate's interval: the bench measures cost, and the
+    // gate's own spacing is checked by the tests and the demo.
+    cfg.interval = Some(interval.mul_f64(0.9));
     cfg.latency = latency;
     let upstream = Lookalike::start(cfg).await.expect("look-alike");
     let app_env = unique_env("cost");

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lawsync_tests::lookalike::{Arrival, Corpus, epoch_ms};
+use lawsync::clock::epoch_millis_f64 as epoch_ms;
+use lawsync_tests::lookalike::{Arrival, Corpus};
 use lawsync_tests::timeline::{Call, Park, Timeline};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
@@ -463,23 +464,14 @@ async fn run(o: Opts) -> Result<bool, String> {
 }
 
 async fn inject(base: &str, body: Value) -> Result<(), String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = base.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("look-alike: {e}"))?;
-    let body = body.to_string();
-    let req = format!(
-        "POST /_control/fault HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_string(&mut out)).await;
-    if out.starts_with("HTTP/1.1 200") {
+    let reply =
+        lawsync_tests::lookalike::raw_request(base, "POST", "/_control/fault", &[], &body.to_string())
+            .await
+            .map_err(|e| format!("look-alike: {e}"))?;
+    if reply.starts_with("HTTP/1.1 200") {
         Ok(())
     } else {
-        Err(format!("injection refused: {out}"))
+        Err(format!("injection refused: {reply}"))
     }
 }
 

@@ -17,7 +17,7 @@ pub mod corpus;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -263,7 +263,7 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
         (reply.delayed(delay), cause)
     };
     let arrival = Arrival {
-        at_ms: epoch_ms(SystemTime::now()),
+        at_ms: lawsync::clock::epoch_millis_f64(SystemTime::now()),
         endpoint: endpoint.to_owned(),
         item,
         status: reply.status,
@@ -471,9 +471,29 @@ fn json_reply(v: Value) -> Reply {
     Reply::json(v.to_string())
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn epoch_ms(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .unwrap_or(0.0)
+/// One raw HTTP/1.1 request to a local server at `base` (`http://127.0.0.1:PORT`), on a
+/// connection of its own, and the whole reply as text: the look-alike's `/_control/`
+/// endpoints, and calls shaped as no client library would send them. Waits at most 2 s.
+pub async fn raw_request(
+    base: &str,
+    method: &str,
+    path_and_query: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut sock = TcpStream::connect(addr).await?;
+    let mut req = format!("{method} {path_and_query} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    sock.write_all(req.as_bytes()).await?;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), sock.read_to_end(&mut out)).await;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
