@@ -243,10 +243,24 @@ async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
                     .map_err(|_| "the drainer event is not JSON".to_owned())?;
             }
             let alerts = deps.alerts(&sdk).await.map_err(|e| e.to_string())?;
+            // SIGTERM or Ctrl-C ends the run at the next job: what is not worked goes back
+            // unchanged and the lock is released, so no drainer waits out its lease.
+            let (stop_tx, stop) = tokio::sync::watch::channel(false);
+            let watcher = tokio::spawn(async move {
+                let why = crate::local::stop_signal().await;
+                tracing::warn!(signal = why, "drainer: stopping at the next job");
+                let _ = stop_tx.send(true);
+            });
+            let hooks = crate::drainer::DrainHooks {
+                on_pass: None,
+                stop: Some(&stop),
+            };
             let report = deps
-                .drain(&*alerts, Deadline::NONE, Some(passes.max(1)))
+                .drain_with(&*alerts, Deadline::NONE, Some(passes.max(1)), hooks)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string());
+            watcher.abort();
+            let report = report?;
             if json {
                 print_json(&report)
             } else {

@@ -328,32 +328,35 @@ async fn cold_start(
         .observed(lines))
 }
 
+/// Resolves on SIGTERM or SIGINT (Ctrl-C) and names it.
+pub(crate) async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
+}
+
 async fn wait_for_stop(
     opts: &LocalOptions,
     activity: &Activity,
     queue: &crate::queue::RetryQueue,
 ) -> &'static str {
-    let signals = async {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => tokio::select! {
-                    _ = term.recv() => "SIGTERM",
-                    _ = tokio::signal::ctrl_c() => "SIGINT",
-                },
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    "SIGINT"
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-            "SIGINT"
-        }
-    };
+    let signals = stop_signal();
     let idle = async {
         let Some(quiet) = opts.until_idle else {
             return std::future::pending().await;

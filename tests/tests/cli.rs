@@ -258,3 +258,86 @@ async fn four_processes_share_the_gate_without_a_single_429() {
     }
     let _ = std::fs::remove_dir_all(&env.docs);
 }
+
+/// SIGTERM (or Ctrl-C) ends `lawsync invoke drainer` at the next job: the report is
+/// printed, what was not worked is back unchanged, and the lock is free at once, rather
+/// than held for its five-minute lease as after a crash.
+#[tokio::test]
+async fn a_terminated_drainer_hands_back_its_jobs_and_frees_the_lock() {
+    let doc = json!({ "PrecService": { "판례정보일련번호": "1", "사건명": "x" } }).to_string();
+    let up = Upstream::start(
+        vec![],
+        Reply::json(doc).delayed(std::time::Duration::from_millis(300)),
+    )
+    .await;
+    let env = env(&up, true);
+    let app_env = &env.vars.iter().find(|(k, _)| k == "APP_ENV").expect("APP_ENV").1;
+    let ns = lawsync::Namespace::new(app_env, lawsync::law::UPSTREAM).expect("ns");
+    let conn = Topology::Standalone.connect().await;
+    let queue = lawsync::queue::RetryQueue::new(conn.clone(), &ns);
+    for i in 0..10 {
+        let job = lawsync::app::jobs::detail_job(&(700 + i).to_string());
+        let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
+        queue
+            .enqueue_due_in(&job, std::time::Duration::ZERO, note)
+            .await
+            .expect("park");
+    }
+    let child = tokio::process::Command::new(lawsync_bin())
+        .args(["invoke", "drainer", "--json"])
+        .env_clear()
+        .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn lawsync");
+    let waited = std::time::Instant::now();
+    while up.seen().len() < 2 {
+        assert!(waited.elapsed() < std::time::Duration::from_secs(30), "no calls");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("pid").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("the drainer stops within 10 s of SIGTERM")
+        .expect("output");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(!stdout.contains(OC) && !stderr.contains(OC));
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("a JSON report");
+    let pass = &report["passes"][0];
+    let (done, skipped) = (
+        pass["succeeded"].as_u64().expect("succeeded"),
+        pass["skipped"].as_u64().expect("skipped"),
+    );
+    assert!(done >= 1 && skipped >= 1, "{report}");
+    assert_eq!(
+        done + skipped,
+        pass["claimed"].as_u64().expect("claimed"),
+        "{report}"
+    );
+    let left = queue.list(20).await.expect("list");
+    assert_eq!(left.len() as u64, 10 - done, "{report}");
+    assert!(
+        left.iter().all(|e| e.retry_count == 0),
+        "handed back unchanged: {left:?}"
+    );
+    let lock = lawsync::lock::RunnerLock::new(conn, ns.drainer_lock());
+    assert!(
+        lock.try_acquire(std::time::Duration::from_secs(5))
+            .await
+            .expect("lock")
+            .is_some(),
+        "the lock is free at once"
+    );
+}
