@@ -5,7 +5,7 @@ CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
 
-.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost soak build lambda-build sam-build deploy logs deps demo help
+.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost soak build lambda-build sam-build deploy logs deps demo fuzz help
 
 GATE ?= shared
 # Lambda architecture: the template's default is arm64 (Graviton); a machine without the
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make bench-cost  billed handler time per law.go.kr call, this package against the seed's sleep-in-handler, at SQS concurrency 1/2/5/10"
 	@echo "make soak        the long reliability suites (ignored by make test), release build"
+	@echo "make fuzz        cargo-fuzz on the parsers for FUZZ_SECONDS (default 60) per target, with a summary"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
 	@echo "make build       the three bootstrap zips with cargo-lambda (ARCH=arm64 default, or x86_64), with sizes"
 	@echo "make sam-build   sam build of infra/template.yaml (runs cargo lambda itself)"
@@ -81,6 +82,10 @@ soak: redis-up moto-up
 	status=0; $(CARGO) build --release --locked --workspace --bins && \
 	$(CARGO) test --release --locked --workspace -- --ignored --nocapture || status=$$?; \
 	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
+
+# cargo-fuzz on the parsers (Retry-After, search/detail bodies, SQS messages, config values).
+fuzz:
+	@scripts/fuzz.sh
 
 build:
 	@ARCH=$(ARCH) scripts/lambda-build.sh
