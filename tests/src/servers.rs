@@ -328,6 +328,13 @@ pub async fn create_queues(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Result<[S
 
 /// Visible plus in-flight messages of a queue, or the AWS error code.
 pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, String> {
+    queue_counts(sqs, url)
+        .await
+        .map(|(visible, in_flight)| visible + in_flight)
+}
+
+/// (visible, in flight) messages of a queue, or the AWS error code.
+pub async fn queue_counts(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(u64, u64), String> {
     use aws_sdk_sqs::types::QueueAttributeName as A;
     let out = sqs
         .get_queue_attributes()
@@ -337,12 +344,14 @@ pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<u64, St
         .send()
         .await
         .map_err(|e| format!("queue attributes: {}", lawsync::aws::aws_code(&e)))?;
-    out.attributes()
-        .ok_or("queue attributes: none returned")?
-        .values()
-        .map(|v| {
-            v.parse::<u64>()
-                .map_err(|_| format!("queue attributes: not a count: {v:?}"))
-        })
-        .sum()
+    let attrs = out.attributes().ok_or("queue attributes: none returned")?;
+    let count = |a: A| -> Result<u64, String> {
+        let v = attrs.get(&a).ok_or(format!("queue attributes: no {a:?}"))?;
+        v.parse()
+            .map_err(|_| format!("queue attributes: not a count: {v:?}"))
+    };
+    Ok((
+        count(A::ApproximateNumberOfMessages)?,
+        count(A::ApproximateNumberOfMessagesNotVisible)?,
+    ))
 }

@@ -973,21 +973,9 @@ async fn soak_a_drainer_killed_twenty_times() {
 
 /// Visible and in-flight messages of a queue.
 async fn sqs_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> (u64, u64) {
-    use aws_sdk_sqs::types::QueueAttributeName as A;
-    let out = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(A::ApproximateNumberOfMessages)
-        .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
-        .send()
+    lawsync_tests::servers::queue_counts(sqs, url)
         .await
-        .expect("queue attributes");
-    let attrs = out.attributes().expect("attributes");
-    let get = |a: A| attrs.get(&a).and_then(|v| v.parse().ok()).expect("a count");
-    (
-        get(A::ApproximateNumberOfMessages),
-        get(A::ApproximateNumberOfMessagesNotVisible),
-    )
+        .expect("queue attributes")
 }
 
 /// The precedent ids a run's log lines name (each message's span carries its id): the

@@ -96,6 +96,17 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
 }
 
 impl Rig {
+    /// Parks a detail job, due at once, as a failed attempt would.
+    async fn park_detail(&self, id: &str) {
+        let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
+        let job = lawsync::app::jobs::detail_job(id);
+        self.deps
+            .queue
+            .enqueue_due_in(&job, Duration::ZERO, note)
+            .await
+            .expect("park");
+    }
+
     async fn drain_queue(&self, url: &str) -> Vec<serde_json::Value> {
         let mut bodies = Vec::new();
         loop {
@@ -287,13 +298,7 @@ async fn a_handler_parks_what_the_gate_cannot_grant_by_the_next_slot() {
 async fn a_drainer_job_without_room_before_the_deadline_is_not_a_failure() {
     let up = Upstream::start(vec![Reply::json(detail_body("41"))], Reply::status(500)).await;
     let r = rig(&up, Docs::Folder).await;
-    let job = lawsync::app::jobs::detail_job("41");
-    let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
-    r.deps
-        .queue
-        .enqueue_due_in(&job, Duration::ZERO, note)
-        .await
-        .expect("park");
+    r.park_detail("41").await;
     // The slot lies 5 s out; the run has 3.5 s, so the gate refuses on the deadline's account.
     r.deps
         .law
@@ -327,14 +332,7 @@ async fn a_handler_with_the_slots_works_off_parked_jobs_after_its_batch() {
     let up = Upstream::start(docs.to_vec(), Reply::status(500)).await;
     let r = rig(&up, Docs::Folder).await;
     for id in ["52", "53"] {
-        let note =
-            lawsync::queue::ErrorNote::now("gate_wait_too_long", "the gate's next slot was too far", None);
-        let job = lawsync::app::jobs::detail_job(id);
-        r.deps
-            .queue
-            .enqueue_due_in(&job, Duration::ZERO, note)
-            .await
-            .expect("park");
+        r.park_detail(id).await;
     }
     let (resp, summary) = handle_batch(
         &r.deps,
@@ -349,13 +347,7 @@ async fn a_handler_with_the_slots_works_off_parked_jobs_after_its_batch() {
     assert_eq!(r.deps.queue.stats().await.expect("stats").depth, 0);
 
     // With the gate cooled down, the message is parked and nothing is drained.
-    let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
-    let job = lawsync::app::jobs::detail_job("54");
-    r.deps
-        .queue
-        .enqueue_due_in(&job, Duration::ZERO, note)
-        .await
-        .expect("park");
+    r.park_detail("54").await;
     r.deps
         .law
         .gate()

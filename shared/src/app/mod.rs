@@ -120,6 +120,38 @@ impl Deps {
         max_passes: Option<u32>,
         hooks: crate::drainer::DrainHooks<'_>,
     ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+        self.run_drainer(alerts, deadline, max_passes, true, hooks).await
+    }
+
+    /// Works off due retry-queue entries while this client gets gate slots within its own
+    /// wait bound: what an SQS handler does after its batch, so that work parked by the
+    /// environments that found the gate busy goes on at once instead of waiting for the
+    /// scheduled drainer. Takes the single-runner lock (another runner means nothing to
+    /// do); never sleeps for work; leaves the alerts to the scheduled drainer.
+    pub async fn drain_inline(
+        &self,
+        deadline: crate::deadline::Deadline,
+    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+        self.run_drainer(
+            &crate::alert::LogAlerts,
+            deadline,
+            None,
+            false,
+            Default::default(),
+        )
+        .await
+    }
+
+    /// A drainer over this queue under the single-runner lock. `scheduled`: it sleeps for
+    /// entries falling due before its next pass and sends the dead-letter alerts.
+    async fn run_drainer(
+        &self,
+        alerts: &dyn crate::alert::AlertSink,
+        deadline: crate::deadline::Deadline,
+        max_passes: Option<u32>,
+        scheduled: bool,
+        hooks: crate::drainer::DrainHooks<'_>,
+    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
         let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
         let drainer = crate::drainer::Drainer {
@@ -133,40 +165,10 @@ impl Deps {
                 max_attempts: self.cfg.retry_max_attempts,
                 time_per_job: self.cfg.gate.interval,
                 max_passes,
-                linger: true,
-                send_alerts: true,
+                linger: scheduled,
+                send_alerts: scheduled,
             },
             hooks,
-        };
-        drainer.run(deadline).await
-    }
-
-    /// Works off due retry-queue entries while this client gets gate slots within its own
-    /// wait bound: what an SQS handler does after its batch, so that work parked by the
-    /// environments that found the gate busy goes on at once instead of waiting for the
-    /// scheduled drainer. Takes the single-runner lock (another runner means nothing to
-    /// do); never sleeps for work; leaves the alerts to the scheduled drainer.
-    pub async fn drain_inline(
-        &self,
-        deadline: crate::deadline::Deadline,
-    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
-        let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
-        let handler = JobsHandler(self);
-        let drainer = crate::drainer::Drainer {
-            queue: &self.queue,
-            lock: &lock,
-            handler: &handler,
-            alerts: &crate::alert::LogAlerts,
-            env: &self.cfg.app_env,
-            cfg: crate::drainer::DrainerConfig {
-                interval: self.cfg.drain_interval,
-                max_attempts: self.cfg.retry_max_attempts,
-                time_per_job: self.cfg.gate.interval,
-                max_passes: None,
-                linger: false,
-                send_alerts: false,
-            },
-            hooks: Default::default(),
         };
         drainer.run(deadline).await
     }
