@@ -12,8 +12,9 @@
 //!   can search the output for the key.
 //! - [`leaks`]: Redis keys and values and stored files as text, to search for the key.
 //!
-//! Binaries: `gate-probe` (acquires slots from another process), `bench-gate`,
-//! `bench-queue`, `law-lookalike` and `demo`.
+//! Binaries: `gate-probe` (acquires slots from another process), `gate-load` (callers
+//! through the gate against the look-alike, for the load test), `bench-gate`, `bench-queue`,
+//! `bench-cost`, `law-lookalike` and `demo`.
 
 pub mod capture;
 pub mod leaks;
