@@ -266,11 +266,11 @@ async fn run(load: Load) -> (Vec<Value>, Vec<Arrival>, Vec<String>) {
     for p in &mut procs {
         let mut line = String::new();
         let read = tokio::time::timeout(Duration::from_secs(30), p.stdout.read_line(&mut line)).await;
-        assert!(
-            matches!(read, Ok(Ok(_))) && line.trim() == "ready",
-            "{} did not get ready: {line:?}",
-            p.label
-        );
+        if !(matches!(read, Ok(Ok(_))) && line.trim() == "ready") {
+            let _ = p.child.start_kill();
+            let stderr = tokio::time::timeout(Duration::from_secs(5), &mut p.stderr).await;
+            panic!("{} did not get ready: {line:?}\n{stderr:?}", p.label);
+        }
     }
     let load_at_go = load_average();
     let started = Instant::now();
@@ -450,15 +450,15 @@ async fn sixty_four_callers_in_eight_processes_share_one_gate_without_a_429() {
 /// 5.5 min), release build (`make soak`): zero 429s, and utilisation at least 0.975.
 ///
 /// The issue asks for utilisation ≥ 0.99 with zero 429s. On this project's 2-core build
-/// machine (a VM; release builds) that could not be had in one setting, because of the
-/// tail of how late a call leaves after its slot (`sent after the slot` below): p99 about
-/// 3-4 ms, max 3-8 ms even with the machine otherwise idle, tens of ms with other builds
-/// running. Utilisation 0.99 needs the gate within 10 ms of the rule, and leaves room for
-/// one idle slot at most (each costs a whole interval, 0.31 % of this run). So the
-/// tolerance must stay near 3-5 ms, and then about one call in a hundred confirms too
-/// late, loses its slot and leaves it idle; while the gate's margin over the rule must
-/// also cover the tolerance plus the late send, or the look-alike sees two calls closer
-/// than 1000 ms. Runs here, one line each (load average at the go):
+/// machine (a VM; release builds) that was met only when the machine was otherwise idle,
+/// because of the tail of how late a call leaves after its slot (`sent after the slot`
+/// below): p99 about 1-4 ms and max 3-8 ms with the machine near idle, tens of ms with
+/// other builds running. Utilisation 0.99 needs the gate within 10 ms of the rule and
+/// leaves room for no idle slot here (each costs a whole interval, 0.31 % of this run).
+/// So the tolerance must stay near 3-5 ms, and then a late caller now and then loses its
+/// slot and leaves it idle; while the gate's margin over the rule must also cover the
+/// tolerance plus the late send, or the look-alike sees two calls closer than 1000 ms.
+/// Runs here, one line each (load average at the go):
 ///
 /// | gate / tolerance | 429s | idle slots | min gap | utilisation |
 /// |---|---:|---:|---:|---:|
@@ -468,14 +468,16 @@ async fn sixty_four_callers_in_eight_processes_share_one_gate_without_a_429() {
 /// | 1005 / 3 ms (load 0.1) | 1 | 3 | 996.4 ms | 0.9858 |
 /// | 1008 / 4 ms (load 2.5) | 0 | 5 | 1001.5 ms | 0.9768 |
 /// | 1009 / 5 ms (load 1.5) | 0 | 2 | 1000.8 ms | 0.9849 |
+/// | 1009 / 5 ms (load 0.0) | 0 | 0 | 1004.7 ms | 0.9911 |
 /// | 1020 / 10 ms (load 0.2) | 0 | 0 | 1016.4 ms | 0.9804 |
+/// | 1020 / 10 ms (load 4.3) | 0 | 0 | 1016.7 ms | 0.9804 |
 ///
-/// So the soak runs the trade-off that held: 1020 ms with a 10 ms tolerance, which
-/// lost no slot and kept every gap 16 ms above the rule; its ceiling is 1000 / 1020 =
-/// 0.9804, and the floor 0.975 leaves room for one idle slot. Run it on a quiet machine:
-/// other builds on the same two cores delay wake-ups by tens of ms. To try other margins:
-/// `LOAD_GATE_MS`, `LOAD_TOLERANCE_MS`, `LOAD_RULE_MS`, `LOAD_CALLS_PER_CALLER` and
-/// `LOAD_MIN_UTILISATION` (e.g. 1009, 5 and 0.99 for the issue's goal).
+/// So the soak runs the trade-off that held every time: 1020 ms with a 10 ms tolerance,
+/// which lost no slot and kept every gap 16 ms above the rule; its ceiling is 1000 / 1020
+/// = 0.9804, and the floor 0.975 leaves room for one idle slot. Other builds on the same
+/// two cores delay wake-ups by tens of ms: run it on a quiet machine. To try other
+/// margins: `LOAD_GATE_MS`, `LOAD_TOLERANCE_MS`, `LOAD_RULE_MS`, `LOAD_CALLS_PER_CALLER`
+/// and `LOAD_MIN_UTILISATION` (1009, 5 and 0.99 for the issue's goal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "soak: 320 calls at law.go.kr's real 1 s rule take about 5.5 minutes; run in release"]
 async fn soak_sixty_four_callers_at_the_real_one_second_rule() {
