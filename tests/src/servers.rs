@@ -310,6 +310,73 @@ pub fn workspace_bin(name: &str) -> std::path::PathBuf {
     bin
 }
 
+/// The environment a deployment gives the functions, for spawning `lawsync` as a real
+/// process: the key, the upstream, the gate's interval with a 10 ms tolerance, Redis, the
+/// namespace, moto with test credentials, `PATH` and `RUST_LOG=info`. Nothing else of the
+/// test's own environment reaches the child. Tests add or replace entries with
+/// [`LawsyncEnv::set`] (queues, where documents go, drain pacing, wait bounds).
+#[derive(Debug, Clone)]
+pub struct LawsyncEnv {
+    vars: Vec<(String, String)>,
+}
+
+impl LawsyncEnv {
+    pub fn new(oc: &str, base_url: &str, redis_url: &str, app_env: &str, interval_ms: u64) -> Self {
+        let vars = [
+            ("LAW_API_OC", oc.to_owned()),
+            ("LAW_API_BASE_URL", base_url.to_owned()),
+            ("LAW_API_REQUEST_INTERVAL_MS", interval_ms.to_string()),
+            ("LAW_API_GATE_TOLERANCE_MS", "10".to_owned()),
+            ("REDIS_URL", redis_url.to_owned()),
+            ("APP_ENV", app_env.to_owned()),
+            ("AWS_ENDPOINT_URL", moto_url()),
+            ("AWS_REGION", "ap-northeast-2".to_owned()),
+            ("AWS_ACCESS_KEY_ID", "test".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_owned()),
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("RUST_LOG", "info".to_owned()),
+        ];
+        Self {
+            vars: vars.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
+
+    /// Sets `name`, replacing an earlier value.
+    pub fn set(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.put(name, value);
+        self
+    }
+
+    /// [`LawsyncEnv::set`] on a borrowed environment.
+    pub fn put(&mut self, name: &str, value: impl Into<String>) {
+        let value = value.into();
+        match self.vars.iter_mut().find(|(k, _)| k == name) {
+            Some(slot) => slot.1 = value,
+            None => self.vars.push((name.to_owned(), value)),
+        }
+    }
+
+    /// Removes `name`.
+    pub fn unset(&mut self, name: &str) {
+        self.vars.retain(|(k, _)| k != name);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// `lawsync ARGS` with exactly this environment, killed when dropped; stdio is the
+    /// caller's to set.
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(workspace_bin("lawsync"));
+        c.args(args)
+            .env_clear()
+            .envs(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .kill_on_drop(true);
+        c
+    }
+}
+
 /// Creates the search and detail queues `{prefix}-search` and `{prefix}-detail`; returns
 /// their URLs in that order, or the AWS error code.
 pub async fn create_queues(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Result<[String; 2], String> {

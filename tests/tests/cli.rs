@@ -4,51 +4,38 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use lawsync_tests::servers::{Topology, moto_url, unique_env};
+use lawsync_tests::servers::{LawsyncEnv, Topology, unique_env};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 const OC: &str = "oc-SECRET-cli5521";
 
-fn lawsync_bin() -> PathBuf {
-    lawsync_tests::servers::workspace_bin("lawsync")
-}
-
 struct Env {
-    vars: Vec<(String, String)>,
+    env: LawsyncEnv,
     docs: PathBuf,
 }
 
 fn env(upstream: &Upstream, with_key: bool) -> Env {
     let app_env = unique_env("cli");
     let docs = std::env::temp_dir().join(&app_env);
-    let mut vars: Vec<(String, String)> = vec![
-        ("REDIS_URL".into(), Topology::Standalone.url()),
-        ("APP_ENV".into(), app_env),
-        ("LAW_API_BASE_URL".into(), upstream.base_url.clone()),
-        ("LAW_API_REQUEST_INTERVAL_MS".into(), "5".into()),
-        ("DOCUMENT_DIR".into(), docs.display().to_string()),
-        ("AWS_ENDPOINT_URL".into(), moto_url()),
-        ("AWS_REGION".into(), "ap-northeast-2".into()),
-        ("AWS_ACCESS_KEY_ID".into(), "test".into()),
-        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-    ];
-    if with_key {
-        vars.push(("LAW_API_OC".into(), OC.into()));
+    let mut env = LawsyncEnv::new(OC, &upstream.base_url, &Topology::Standalone.url(), &app_env, 5)
+        .set("DOCUMENT_DIR", docs.display().to_string())
+        .set("RUST_LOG", "debug");
+    // The default tolerance for a 5 ms interval (2 ms).
+    env.unset("LAW_API_GATE_TOLERANCE_MS");
+    if !with_key {
+        env.unset("LAW_API_OC");
     }
-    Env { vars, docs }
+    Env { env, docs }
 }
 
 /// Runs `lawsync ARGS` with `stdin`; returns (exit success, stdout, stderr), after
 /// checking neither stream carries the key.
 async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = tokio::process::Command::new(lawsync_bin())
-        .args(args)
-        .env_clear()
-        .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RUST_LOG", "debug")
+    let mut child = env
+        .env
+        .command(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -137,8 +124,7 @@ async fn mistakes_get_clear_errors() {
     assert!(!ok && stderr.contains("not an SQS event"), "{stderr}");
     let (ok, _, stderr) = lawsync(&env, &["sync", "--from", "20260231", "--to", "20260301"], "").await;
     assert!(!ok && stderr.contains("YYYYMMDD"), "{stderr}");
-    let mut keyless = self::env(&up, false);
-    keyless.vars.retain(|(k, _)| k != "LAW_API_OC");
+    let keyless = self::env(&up, false);
     let (ok, _, stderr) = lawsync(&keyless, &["invoke", "detail", "--event", "-"], "{}").await;
     assert!(!ok && stderr.contains("LAW_API_OC"), "{stderr}");
 }
@@ -158,7 +144,7 @@ async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
         .queue_url()
         .expect("url")
         .to_owned();
-    env.vars.push(("SEARCH_QUEUE_URL".into(), url.clone()));
+    env.env.put("SEARCH_QUEUE_URL", url.clone());
     let (ok, stdout, stderr) = lawsync(
         &env,
         &[
@@ -201,23 +187,20 @@ async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
 /// against an upstream that answers 429 to any two calls closer than its interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_share_the_gate_without_a_single_429() {
-    // The upstream's rule is 200 ms; the gate runs 25 ms above it. A caller may start up
-    // to the tolerance (10 ms) after its slot, and a debug build on a busy 2-core machine
-    // wakes 1.5-10 ms late (measured here), so a tighter tolerance loses slots over and over;
+    // The upstream's rule is 200 ms; the gate runs 25 ms above it. Two starts may come
+    // the tolerance (10 ms) closer than the gate, and a debug build on a busy 2-core machine
+    // wakes 1.5-10 ms late (measured here), so a tighter tolerance moves slots over and over;
     // the other 15 ms cover the time from the grant to the request's arrival.
     const RULE: std::time::Duration = std::time::Duration::from_millis(200);
     let doc = json!({ "PrecService": { "판례정보일련번호": "1", "사건명": "x" } }).to_string();
     let up = Upstream::start(vec![], Reply::json(doc)).await;
     up.enforce_interval(RULE);
     let mut env = env(&up, true);
-    env.vars.retain(|(k, _)| k != "LAW_API_REQUEST_INTERVAL_MS");
-    env.vars
-        .push(("LAW_API_REQUEST_INTERVAL_MS".into(), "225".into()));
-    env.vars.push(("LAW_API_GATE_TOLERANCE_MS".into(), "10".into()));
+    env.env.put("LAW_API_REQUEST_INTERVAL_MS", "225");
+    env.env.put("LAW_API_GATE_TOLERANCE_MS", "10");
     // Every caller sleeps for its slot here (the seed's behaviour), so all four contend
     // for the gate at once; by default a handler would park what lies beyond the next slot.
-    env.vars
-        .push(("LAW_API_HANDLER_MAX_WAIT_MS".into(), "30000".into()));
+    env.env.put("LAW_API_HANDLER_MAX_WAIT_MS", "30000");
     let env = std::sync::Arc::new(env);
     let runs: Vec<_> = (0..4)
         .map(|p| {
@@ -271,7 +254,7 @@ async fn a_terminated_drainer_hands_back_its_jobs_and_frees_the_lock() {
     )
     .await;
     let env = env(&up, true);
-    let app_env = &env.vars.iter().find(|(k, _)| k == "APP_ENV").expect("APP_ENV").1;
+    let app_env = env.env.get("APP_ENV").expect("APP_ENV");
     let ns = lawsync::Namespace::new(app_env, lawsync::law::UPSTREAM).expect("ns");
     let conn = Topology::Standalone.connect().await;
     let queue = lawsync::queue::RetryQueue::new(conn.clone(), &ns);
@@ -283,14 +266,12 @@ async fn a_terminated_drainer_hands_back_its_jobs_and_frees_the_lock() {
             .await
             .expect("park");
     }
-    let child = tokio::process::Command::new(lawsync_bin())
-        .args(["invoke", "drainer", "--json"])
-        .env_clear()
-        .envs(env.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    let child = env
+        .env
+        .command(&["invoke", "drainer", "--json"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("spawn lawsync");
     let waited = std::time::Instant::now();

@@ -37,7 +37,7 @@ use lawsync::keys::QueueKeys;
 use lawsync::queue::{Backoff, ErrorNote, Job, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
-use lawsync_tests::servers::{Topology, create_queues, moto_sdk, moto_url, unique_env, workspace_bin};
+use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env};
 use serde_json::{Value, json};
 
 const OC: &str = "oc-SECRET-crash4417";
@@ -167,7 +167,7 @@ struct Rig {
     app_env: String,
     ns: Namespace,
     conn: RedisConn,
-    vars: Vec<(String, String)>,
+    env: LawsyncEnv,
     dir: PathBuf,
     s3: aws_sdk_s3::Client,
     bucket: String,
@@ -201,32 +201,22 @@ async fn rig(label: &str, upstream: &Lookalike, interval_ms: u64) -> Rig {
         .expect("versioning on");
     let dir = std::env::temp_dir().join(format!("{app_env}-out"));
     std::fs::create_dir_all(&dir).expect("output folder");
-    let vars = [
-        ("LAW_API_OC", OC.to_owned()),
-        ("LAW_API_BASE_URL", upstream.base_url.clone()),
-        ("LAW_API_REQUEST_INTERVAL_MS", interval_ms.to_string()),
-        ("LAW_API_GATE_TOLERANCE_MS", "10".into()),
-        // A 503's backoff (1 s) is past this bound: the job is handed back as a try-later.
-        ("LAW_API_MAX_WAIT_MS", "500".into()),
-        ("REDIS_URL", Topology::Standalone.url()),
-        ("APP_ENV", app_env.clone()),
-        ("DOCUMENT_BUCKET", bucket.clone()),
-        ("DRAIN_INTERVAL_MS", "200".into()),
-        ("AWS_ENDPOINT_URL", moto_url()),
-        ("AWS_REGION", "ap-northeast-2".into()),
-        ("AWS_ACCESS_KEY_ID", "test".into()),
-        ("AWS_SECRET_ACCESS_KEY", "test".into()),
-        ("PATH", std::env::var("PATH").unwrap_or_default()),
-        ("RUST_LOG", "info".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let env = LawsyncEnv::new(
+        OC,
+        &upstream.base_url,
+        &Topology::Standalone.url(),
+        &app_env,
+        interval_ms,
+    )
+    // A 503's backoff (1 s) is past this bound: the job is handed back as a try-later.
+    .set("LAW_API_MAX_WAIT_MS", "500")
+    .set("DOCUMENT_BUCKET", bucket.clone())
+    .set("DRAIN_INTERVAL_MS", "200");
     Rig {
         ns: Namespace::new(&app_env, lawsync::law::UPSTREAM).expect("namespace"),
         app_env,
         conn: Topology::Standalone.connect().await,
-        vars,
+        env,
         dir,
         s3,
         bucket,
@@ -239,14 +229,11 @@ impl Rig {
     fn spawn(&self, args: &[&str], tag: &str) -> tokio::process::Child {
         let file =
             |ext: &str| std::fs::File::create(self.dir.join(format!("{tag}.{ext}"))).expect("output file");
-        tokio::process::Command::new(workspace_bin("lawsync"))
-            .args(args)
-            .env_clear()
-            .envs(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        self.env
+            .command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(file("out")))
             .stderr(Stdio::from(file("err")))
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn lawsync")
     }
@@ -1043,7 +1030,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
     let mut rig = rig("crash-detail", &up, 80).await;
     let sqs = aws_sdk_sqs::Client::new(&rig.sdk);
     let [_, detail_url] = create_queues(&sqs, &rig.app_env).await.expect("queues");
-    rig.vars.push(("DETAIL_QUEUE_URL".into(), detail_url.clone()));
+    rig.env.put("DETAIL_QUEUE_URL", detail_url.clone());
     let keys = rig.ns.queue();
 
     let corpus = precedents(&up, messages);

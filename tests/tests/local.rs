@@ -11,9 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig};
-use lawsync_tests::servers::{
-    Topology, create_queues, moto_sdk, moto_url, queue_depth, unique_env, workspace_bin,
-};
+use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, queue_depth, unique_env};
 use serde_json::Value;
 
 const OC: &str = "oc-SECRET-local7730";
@@ -21,7 +19,7 @@ const FROM: &str = "20260105";
 const TO: &str = "20260123";
 
 struct Rig {
-    vars: Vec<(String, String)>,
+    env: LawsyncEnv,
     docs: PathBuf,
     events: PathBuf,
     search_url: String,
@@ -37,30 +35,15 @@ async fn rig(upstream: &Lookalike, topology: Topology) -> Rig {
     let urls = create_queues(&sqs, &app_env).await.expect("queues");
     let docs = std::env::temp_dir().join(format!("{app_env}-docs"));
     let events = std::env::temp_dir().join(format!("{app_env}-events.jsonl"));
-    let vars: Vec<(String, String)> = [
-        ("LAW_API_OC", OC.to_owned()),
-        ("LAW_API_BASE_URL", upstream.base_url.clone()),
-        ("LAW_API_REQUEST_INTERVAL_MS", "60".into()),
-        ("LAW_API_GATE_TOLERANCE_MS", "10".into()),
-        ("LAW_API_MAX_WAIT_MS", "1500".into()),
-        ("REDIS_URL", topology.url()),
-        ("APP_ENV", app_env.clone()),
-        ("SEARCH_QUEUE_URL", urls[0].clone()),
-        ("DETAIL_QUEUE_URL", urls[1].clone()),
-        ("DOCUMENT_DIR", docs.display().to_string()),
-        ("DRAIN_INTERVAL_MS", "500".into()),
-        ("AWS_ENDPOINT_URL", moto_url()),
-        ("AWS_REGION", "ap-northeast-2".into()),
-        ("AWS_ACCESS_KEY_ID", "test".into()),
-        ("AWS_SECRET_ACCESS_KEY", "test".into()),
-        ("PATH", std::env::var("PATH").unwrap_or_default()),
-        ("RUST_LOG", "debug".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let env = LawsyncEnv::new(OC, &upstream.base_url, &topology.url(), &app_env, 60)
+        .set("LAW_API_MAX_WAIT_MS", "1500")
+        .set("SEARCH_QUEUE_URL", urls[0].clone())
+        .set("DETAIL_QUEUE_URL", urls[1].clone())
+        .set("DOCUMENT_DIR", docs.display().to_string())
+        .set("DRAIN_INTERVAL_MS", "500")
+        .set("RUST_LOG", "debug");
     Rig {
-        vars,
+        env,
         docs,
         events,
         search_url: urls[0].clone(),
@@ -77,14 +60,10 @@ fn lookalike_config() -> LookalikeConfig {
 
 impl Rig {
     fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(workspace_bin("lawsync"));
-        c.args(args)
-            .env_clear()
-            .envs(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
+        let mut c = self.env.command(args);
+        c.stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         c
     }
 
@@ -182,7 +161,7 @@ async fn a_sync_runs_to_completion_like_on_aws(topology: Topology) {
     let (ok, out) = rig.run_local(&["--name", "t", "--concurrency", "2"]).await;
     assert!(ok, "local: {out}");
     // Stopped mid-run, the drainer handed its lock back rather than leave it to expire.
-    let app_env = &rig.vars.iter().find(|(k, _)| k == "APP_ENV").expect("APP_ENV").1;
+    let app_env = rig.env.get("APP_ENV").expect("APP_ENV");
     let ns = lawsync::Namespace::new(app_env, lawsync::law::UPSTREAM).expect("ns");
     let lock = lawsync::lock::RunnerLock::new(topology.connect().await, ns.drainer_lock());
     assert!(

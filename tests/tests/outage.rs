@@ -47,9 +47,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lawsync::queue::{Backoff, ErrorNote, RetryQueue};
 use lawsync::{Namespace, RedisConn, Secret};
 use lawsync_tests::lookalike::{Arrival, Lookalike, LookalikeConfig};
-use lawsync_tests::servers::{
-    OwnRedis, create_queues, moto_sdk, moto_url, queue_depth, unique_env, workspace_bin,
-};
+use lawsync_tests::servers::{LawsyncEnv, OwnRedis, create_queues, moto_sdk, queue_depth, unique_env};
 use serde_json::Value;
 
 const OC: &str = "oc-SECRET-outage5521";
@@ -87,7 +85,7 @@ fn now_ms() -> f64 {
 /// Queues of their own on moto, a fresh key space on `redis`, and the environment a
 /// deployment gives the functions, aimed at `upstream`.
 struct Rig {
-    vars: Vec<(String, String)>,
+    env: LawsyncEnv,
     ns: Namespace,
     docs: PathBuf,
     events: PathBuf,
@@ -102,32 +100,16 @@ async fn rig(label: &str, upstream: &Lookalike, redis: &OwnRedis) -> Rig {
     let sqs = aws_sdk_sqs::Client::new(&moto_sdk().await);
     let urls = create_queues(&sqs, &app_env).await.expect("queues");
     let tmp = std::env::temp_dir();
-    let vars: Vec<(String, String)> = [
-        ("LAW_API_OC", OC.to_owned()),
-        ("LAW_API_BASE_URL", upstream.base_url.clone()),
-        ("LAW_API_REQUEST_INTERVAL_MS", GATE_INTERVAL_MS.to_string()),
-        ("LAW_API_GATE_TOLERANCE_MS", "10".into()),
-        ("REDIS_URL", redis.url()),
-        ("APP_ENV", app_env.clone()),
-        ("SEARCH_QUEUE_URL", urls[0].clone()),
-        ("DETAIL_QUEUE_URL", urls[1].clone()),
-        (
+    let env = LawsyncEnv::new(OC, &upstream.base_url, &redis.url(), &app_env, GATE_INTERVAL_MS)
+        .set("SEARCH_QUEUE_URL", urls[0].clone())
+        .set("DETAIL_QUEUE_URL", urls[1].clone())
+        .set(
             "DOCUMENT_DIR",
             tmp.join(format!("{app_env}-docs")).display().to_string(),
-        ),
-        ("DRAIN_INTERVAL_MS", "500".into()),
-        ("AWS_ENDPOINT_URL", moto_url()),
-        ("AWS_REGION", "ap-northeast-2".into()),
-        ("AWS_ACCESS_KEY_ID", "test".into()),
-        ("AWS_SECRET_ACCESS_KEY", "test".into()),
-        ("PATH", std::env::var("PATH").unwrap_or_default()),
-        ("RUST_LOG", "info".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+        )
+        .set("DRAIN_INTERVAL_MS", "500");
     Rig {
-        vars,
+        env,
         ns: Namespace::new(&app_env, lawsync::law::UPSTREAM).expect("namespace"),
         docs: tmp.join(format!("{app_env}-docs")),
         events: tmp.join(format!("{app_env}-events.jsonl")),
@@ -162,14 +144,11 @@ impl Rig {
         ];
         args.extend(extra);
         let stderr = std::fs::File::create(&self.log).expect("log file");
-        tokio::process::Command::new(workspace_bin("lawsync"))
-            .args(&args)
-            .env_clear()
-            .envs(self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        self.env
+            .command(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
-            .kill_on_drop(true)
             .spawn()
             .expect("spawn lawsync local (build it first: cargo build -p lawsync --bin lawsync)")
     }
