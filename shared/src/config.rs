@@ -60,7 +60,8 @@ pub struct GateConfig {
     pub burst: u32,
     /// Longest wait for a slot before giving up with a clear error.
     pub max_wait: Duration,
-    /// How late a caller may start on its slot before it loses it.
+    /// How far below `interval` two call starts may come; a caller that starts later than
+    /// this on its slot holds the next one back (see [`crate::gate`]).
     pub tolerance: Duration,
 }
 

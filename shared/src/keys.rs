@@ -27,7 +27,7 @@ impl Namespace {
         &self.tag
     }
 
-    /// The gate's state hash (`tat`, `cool`).
+    /// The gate's state hash (`tat`, `sat`, `cool`, `epoch`; see `lua/gate_acquire.lua`).
     pub fn gate(&self) -> String {
         format!("{}:gate", self.tag)
     }

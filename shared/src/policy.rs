@@ -8,11 +8,12 @@ use std::time::Duration;
 /// law.go.kr documents no limit; about one call per second per key is what keeps a key
 /// from being suspended, so that is the default spacing between call starts.
 pub const DEFAULT_REQUEST_INTERVAL: Duration = Duration::from_millis(1000);
-/// How late a caller may start on its reserved slot, by default: a tenth of the interval,
-/// within 2..=50 ms (2 ms at a 20 ms interval, 50 ms at law.go.kr's 1 s). Grants are never
-/// closer than interval − tolerance on Redis' clock; a caller that wakes later (a busy or
-/// throttled CPU) loses its slot and queues again rather than crowd the next call. Below
-/// 2 ms, ordinary timer and scheduling noise would cost slots.
+/// How far below the interval two call starts may come, by default: a tenth of the
+/// interval, within 2..=50 ms (2 ms at a 20 ms interval, 50 ms at law.go.kr's 1 s). Grants
+/// are never closer than interval − tolerance on Redis' clock. A caller that wakes up to
+/// the tolerance late costs nothing; one that wakes later (a busy or throttled CPU) still
+/// starts in its slot, and holds the next caller back by the excess, one more round trip
+/// for it. Below 2 ms, ordinary timer and scheduling noise would do that to most calls.
 pub fn default_gate_tolerance(interval: Duration) -> Duration {
     (interval / 10)
         .clamp(Duration::from_millis(2), Duration::from_millis(50))

@@ -18,17 +18,17 @@ fn cfg(interval_ms: u64, burst: u32, max_wait_ms: u64) -> GateConfig {
     )
 }
 
-fn assert_spaced(mut slots: Vec<u64>, interval: Duration) {
-    assert!(slots.len() >= 2);
-    slots.sort_unstable();
-    let min_gap = slots
+fn assert_spaced(mut times: Vec<u64>, interval: Duration) {
+    assert!(times.len() >= 2);
+    times.sort_unstable();
+    let min_gap = times
         .windows(2)
         .map(|w| w[1] - w[0])
         .min()
         .expect("two or more slots");
     assert!(
         min_gap >= interval.as_micros() as u64,
-        "slots closer than the interval: min gap {min_gap} µs < {} µs",
+        "starts closer than allowed: min gap {min_gap} µs < {} µs",
         interval.as_micros()
     );
 }
@@ -53,8 +53,8 @@ async fn two_gates_and_many_tasks_share_one_interval() {
         for t in tasks {
             grants.push(t.await.expect("task").expect("grant"));
         }
-        assert_spaced(grants.iter().map(|g| g.slot_us).collect(), interval);
-        // The moments of grant, on Redis' clock, are never closer than interval - tolerance.
+        // The moments of grant, on Redis' clock, are never closer than interval − tolerance,
+        // however late a caller woke (a late one starts in its gap and moves the next back).
         let tolerance = gates[0].config().tolerance;
         assert_spaced(
             grants.iter().map(|g| g.granted_at_us).collect(),
@@ -65,11 +65,7 @@ async fn two_gates_and_many_tasks_share_one_interval() {
                 g.granted_at_us >= g.slot_us,
                 "{topo:?}: granted before its slot: {g:?}"
             );
-            assert!(
-                g.granted_at_us - g.slot_us <= tolerance.as_micros() as u64,
-                "{topo:?}: granted later than the tolerance: {g:?}"
-            );
-            // No polling: one reservation, one confirmation, one more call per lost slot.
+            // No polling: one reservation, one confirmation, one more call per moved slot.
             assert!(g.round_trips <= 2 + g.reslotted, "{topo:?}: polled: {g:?}");
         }
     }
@@ -109,9 +105,9 @@ async fn separate_processes_and_local_tasks_share_one_interval() {
                 tokio::spawn(async move { gate.acquire(Deadline::NONE).await })
             })
             .collect();
-        let mut slots = Vec::new();
+        let mut starts = Vec::new();
         for t in local {
-            slots.push(t.await.expect("task").expect("grant").slot_us);
+            starts.push(t.await.expect("task").expect("grant").granted_at_us);
         }
         for c in children {
             let out = c.wait_with_output().await.expect("probe output");
@@ -121,12 +117,13 @@ async fn separate_processes_and_local_tasks_share_one_interval() {
                 String::from_utf8_lossy(&out.stderr)
             );
             let text = String::from_utf8(out.stdout).expect("utf8");
-            let got: Vec<u64> = text.lines().map(|l| l.parse().expect("slot")).collect();
+            let got: Vec<u64> = text.lines().map(|l| l.parse().expect("grant time")).collect();
             assert_eq!(got.len(), 6, "{topo:?}: probe printed {text:?}");
-            slots.extend(got);
+            starts.extend(got);
         }
-        assert_eq!(slots.len(), 18);
-        assert_spaced(slots, Duration::from_millis(20));
+        assert_eq!(starts.len(), 18);
+        // Every process runs the same default tolerance.
+        assert_spaced(starts, Duration::from_millis(20) - gate.config().tolerance);
     }
 }
 
@@ -141,8 +138,8 @@ async fn burst_allows_back_to_back_calls_then_spaces() {
         for g in &grants[..3] {
             assert_eq!(g.round_trips, 1, "{topo:?}: burst call had to wait: {g:?}");
         }
-        // One reservation and one confirmation (plus one per slot lost to a late wake-up
-        // on a busy test machine).
+        // One reservation and one confirmation (plus one per slot moved behind a late
+        // start on a busy test machine).
         assert_eq!(
             grants[3].round_trips,
             2 + grants[3].reslotted,

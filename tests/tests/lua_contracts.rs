@@ -71,13 +71,12 @@ async fn gate_acquire_follows_its_header() {
             "{topo:?}: a refusal reserved a slot"
         );
 
-        // Confirming a held slot: early → wait again for the same slot; on time → go;
-        // later than the tolerance → a fresh slot at the back of the queue.
+        // Confirming a held slot before it: wait again for the same slot.
         let early = acquire(&mut conn, &key, 30 * SEC, again[1], 2_000, again[4]).await;
         assert_eq!((early[0], early[1]), (1, again[1]), "{topo:?}: {early:?}");
+        // Late while another call has started since (the first, within interval −
+        // tolerance): a fresh slot at the back of the queue.
         let now = redis_now(&mut conn, &key).await;
-        let on_time = acquire(&mut conn, &key, 30 * SEC, now, 10 * SEC, again[4]).await;
-        assert_eq!((on_time[0], on_time[1]), (0, now), "{topo:?}: {on_time:?}");
         let late = acquire(&mut conn, &key, 30 * SEC, now - 5 * SEC, 1_000, again[4]).await;
         assert_eq!(late[0], 1, "{topo:?}: a late holder must queue again: {late:?}");
         assert!(
@@ -87,6 +86,112 @@ async fn gate_acquire_follows_its_header() {
         // A held slot whose wait exceeds the caller's bound is refused, not slept on.
         let far = acquire(&mut conn, &key, 10, late[1], 2_000, late[4]).await;
         assert_eq!(far[0], 2, "{topo:?}: {far:?}");
+    }
+}
+
+/// Writes a gate state as the scripts keep it (µs on Redis' clock).
+async fn set_state(conn: &mut lawsync::RedisConn, key: &str, tat: i64, sat: i64, epoch: i64) {
+    let _: () = redis::cmd("HSET")
+        .arg(key)
+        .arg("tat")
+        .arg(tat)
+        .arg("sat")
+        .arg(sat)
+        .arg("cool")
+        .arg(0)
+        .arg("epoch")
+        .arg(epoch)
+        .query_async(conn)
+        .await
+        .expect("hset");
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(60_000)
+        .query_async(conn)
+        .await
+        .expect("pexpire");
+}
+
+async fn field(conn: &mut lawsync::RedisConn, key: &str, name: &str) -> i64 {
+    let v: String = redis::cmd("HGET")
+        .arg(key)
+        .arg(name)
+        .query_async(conn)
+        .await
+        .expect("hget");
+    v.parse().expect("a number")
+}
+
+/// A holder that wakes late keeps its slot when nobody has started since: it starts in the
+/// gap it left (an idle slot is the cost the old rule paid), and the next holder, on time,
+/// is moved back just far enough to keep interval − tolerance between the two starts.
+#[tokio::test]
+async fn a_late_holder_starts_in_its_gap_and_moves_the_next_back() {
+    // 50 ms, law.go.kr's default at 1 s: room for the round trip between reading Redis'
+    // clock and confirming on it.
+    const TOL: i64 = 50_000;
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let key = unique_ns("lua").gate();
+        let epoch = 7;
+        let now = redis_now(&mut conn, &key).await;
+        // The last call started 1.5 s ago; reservations run 5 s ahead (a queue of holders).
+        set_state(&mut conn, &key, now + 5 * SEC, now - SEC / 2, epoch).await;
+
+        // 300 ms late on its slot, nobody started since: go, on the slot it held.
+        let held = now - 300_000;
+        let late = acquire(&mut conn, &key, 30 * SEC, held, TOL, epoch).await;
+        assert_eq!(
+            (late[0], late[1]),
+            (0, held),
+            "{topo:?}: a late holder in an idle gap goes: {late:?}"
+        );
+        let started = late[2];
+        assert_eq!(
+            field(&mut conn, &key, "sat").await,
+            started + SEC - TOL,
+            "{topo:?}: the start is recorded"
+        );
+        assert_eq!(
+            field(&mut conn, &key, "tat").await,
+            now + 5 * SEC,
+            "{topo:?}: no new reservation"
+        );
+
+        // The next holder, on time: moved back to interval − tolerance after that start.
+        let next_slot = redis_now(&mut conn, &key).await;
+        let moved = acquire(&mut conn, &key, 30 * SEC, next_slot, TOL, epoch).await;
+        assert_eq!(
+            (moved[0], moved[1]),
+            (1, started + SEC - TOL),
+            "{topo:?}: the next holder waits just long enough: {moved:?}"
+        );
+        // ... unless that is further than it may wait: refused, nothing reserved.
+        let bounded = acquire(&mut conn, &key, 1_000, next_slot, TOL, epoch).await;
+        assert_eq!(bounded[0], 2, "{topo:?}: {bounded:?}");
+
+        // A holder later than the tolerance while another call has started since: a fresh
+        // slot at the back, behind every reservation and the last start.
+        let behind = acquire(&mut conn, &key, 30 * SEC, next_slot - 200_000, TOL, epoch).await;
+        assert_eq!(behind[0], 1, "{topo:?}: {behind:?}");
+        assert_eq!(
+            behind[1],
+            now + 5 * SEC,
+            "{topo:?}: queued at the back: {behind:?}"
+        );
+
+        // A fresh caller never starts inside interval − tolerance of the last start, even
+        // on a gate with no reservations left.
+        let key2 = unique_ns("lua").gate();
+        let now2 = redis_now(&mut conn, &key2).await;
+        set_state(&mut conn, &key2, now2 - SEC, now2 + SEC / 2, epoch).await;
+        let fresh = acquire(&mut conn, &key2, 30 * SEC, 0, TOL, 0).await;
+        assert_eq!((fresh[0], fresh[1]), (1, now2 + SEC / 2), "{topo:?}: {fresh:?}");
+        assert_eq!(
+            field(&mut conn, &key2, "tat").await,
+            now2 + SEC / 2 + SEC,
+            "{topo:?}: the reservation after it is an interval later"
+        );
     }
 }
 
@@ -105,7 +210,7 @@ async fn a_slot_is_honoured_only_by_the_state_that_issued_it() {
             .await
             .expect("del");
         let now = redis_now(&mut conn, &key).await;
-        let confirm = acquire(&mut conn, &key, 30 * SEC, now, 10 * SEC, held[4]).await;
+        let confirm = acquire(&mut conn, &key, 30 * SEC, now, 2_000, held[4]).await;
         assert_ne!(confirm[4], held[4], "{topo:?}: a new state has a new epoch");
         // The confirmation was handled as a fresh request and recorded: the next caller waits.
         let next = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
@@ -149,20 +254,24 @@ async fn gate_defer_and_status_follow_their_headers() {
         );
         // The slot reserved before the cooldown is void: its confirmation queues it again
         // behind the cooldown's end.
-        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], 10 * SEC, waiting[4]).await;
+        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], 2_000, waiting[4]).await;
         assert_eq!(voided[0], 1, "{topo:?}: {voided:?}");
         assert!(
             voided[1] >= d[0],
             "{topo:?}: new slot inside the cooldown: {voided:?} vs {d:?}"
         );
         assert!(held[1] < d[0]);
-        // gate_status: → {now, tat, cool}.
+        // gate_status: → {now, tat, cool, sat}.
         let st: Vec<i64> = Script::new(STATUS)
             .key(&key)
             .invoke_async(&mut conn)
             .await
             .expect("status");
-        assert_eq!(st.len(), 3);
+        assert_eq!(st.len(), 4);
+        assert!(
+            st[3] > held[2],
+            "{topo:?}: sat follows the first start: {st:?} {held:?}"
+        );
         assert_eq!(st[2], d[0], "{topo:?}: status shows the cooldown end");
         assert!(st[1] > st[2], "{topo:?}: tat is behind the cooldown: {st:?}");
     }

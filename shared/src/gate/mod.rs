@@ -14,9 +14,22 @@
 //!
 //! A waiting caller costs two round trips per grant (reserve, confirm), independent of how
 //! many others wait; the confirmation exists so that a cooldown set while a caller sleeps
-//! also holds that caller back, and so that a caller that wakes later than the tolerance
-//! (a busy CPU) queues again instead of crowding the next call. An uncontended caller
-//! costs one.
+//! also holds that caller back, and so that no two calls start closer than
+//! interval − tolerance on Redis' clock whoever wakes late. The gate keeps two schedules
+//! for that: reservations paced at the interval, and the starts that really happened.
+//!
+//! ```text
+//!   interval 1000, tolerance 5; B wakes 30 ms late (a busy CPU)
+//!   caller B   :  slot 1000, confirms at 1030 → go (nobody started since 0)
+//!   caller C   :  slot 2000, confirms at 2000 → wait until 1030 + 995 = 2025, then go
+//!   caller D   :  slot 3000, confirms at 3000 → wait until 2025 + 995 = 3020, then go
+//!   ...            the overrun shrinks by the tolerance per slot; no slot is left idle
+//! ```
+//!
+//! A late waiter therefore never costs a slot: it starts in the gap it left, and the calls
+//! after it move back by what it overran, one more round trip each. Only a caller that
+//! wakes so late that the next holder has already started queues again at the back. An
+//! uncontended caller costs one round trip.
 
 mod scripts;
 
@@ -45,9 +58,10 @@ pub enum GateError {
         /// Remaining cooldown, when one is the cause.
         cooldown: Option<Duration>,
     },
-    /// Slot after slot was lost (to cooldowns, late wake-ups or a reset gate state).
+    /// Slot after slot was moved or lost (behind late starts, to cooldowns, or to a reset
+    /// gate state).
     #[error(
-        "rate gate: no grant after {calls} calls ({reslotted} slots lost to cooldowns, late wake-ups or a reset gate); the upstream was not called"
+        "rate gate: no grant after {calls} calls ({reslotted} slots moved behind late starts or lost to cooldowns or a reset gate); the upstream was not called"
     )]
     Unsettled { calls: u32, reslotted: u32 },
 }
@@ -65,17 +79,19 @@ impl GateError {
 /// A granted slot, in µs on Redis' clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {
-    /// The slot's start; grants are at least one interval apart (beyond the burst).
+    /// The slot's start: its reservation, or where a late call before it moved it.
     pub slot_us: u64,
-    /// Redis' time when the grant was confirmed (>= slot).
+    /// Redis' time when the grant was confirmed (>= slot). Grants are at least
+    /// interval − tolerance apart (beyond the burst).
     pub granted_at_us: u64,
     /// Time this caller spent waiting.
     pub waited: Duration,
     /// Script calls this grant took: 1 when granted at once, 2 after one wait, plus one
-    /// per slot lost ([`Grant::reslotted`]).
+    /// per slot moved or lost ([`Grant::reslotted`]).
     pub round_trips: u32,
-    /// Slots this caller held and lost before the grant: to a cooldown set while it slept,
-    /// or by confirming later than the tolerance.
+    /// Times this caller's slot changed before the grant: moved back behind a call that
+    /// started late, or lost to a cooldown set while it slept, to a reset gate state, or
+    /// by waking after the next holder had already started.
     pub reslotted: u32,
 }
 
@@ -106,6 +122,7 @@ struct Counters {
     grants: AtomicU64,
     refusals: AtomicU64,
     waited_us: AtomicU64,
+    reslotted: AtomicU64,
 }
 
 /// A snapshot of the counters.
@@ -115,10 +132,13 @@ pub struct GateStats {
     pub grants: u64,
     pub refusals: u64,
     pub waited: Duration,
+    /// Slots moved behind a late start or lost before a grant ([`Grant::reslotted`]).
+    pub reslotted: u64,
 }
 
 /// Guards against a state that would keep a caller looping (clock jumps, a buggy script):
-/// a normal grant takes 2 calls, one more per lost slot, so 16 means something is wrong.
+/// a normal grant takes 2 calls, one more per moved or lost slot, so 16 means something is
+/// wrong.
 const MAX_CALLS_PER_ACQUIRE: u32 = 16;
 
 /// The rate gate for one upstream. Cheap to share behind an `Arc`.
@@ -180,6 +200,9 @@ impl Gate {
                         reslotted,
                     };
                     self.counters.grants.fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .reslotted
+                        .fetch_add(u64::from(reslotted), Ordering::Relaxed);
                     self.counters
                         .waited_us
                         .fetch_add(grant.waited.as_micros() as u64, Ordering::Relaxed);
@@ -286,11 +309,17 @@ impl Gate {
             .invoke_async(&mut conn)
             .await
             .map_err(StoreError::from)?;
-        let &[now, tat, cool] = v.as_slice() else {
+        let &[now, tat, cool, sat] = v.as_slice() else {
             return Err(StoreError::Protocol("gate_status reply").into());
         };
-        let tau = micros(self.cfg.interval) as i64 * (i64::from(self.cfg.burst) - 1);
-        let next = (tat - tau).max(cool).saturating_sub(now).max(0);
+        let extra = i64::from(self.cfg.burst) - 1;
+        let tau = micros(self.cfg.interval) as i64 * extra;
+        let start_tau = micros(self.cfg.interval.saturating_sub(self.cfg.tolerance)) as i64 * extra;
+        let next = (tat - tau)
+            .max(sat - start_tau)
+            .max(cool)
+            .saturating_sub(now)
+            .max(0);
         Ok(GateStatus {
             now_us: now.max(0) as u64,
             next_slot_in: Duration::from_micros(next as u64),
@@ -305,12 +334,13 @@ impl Gate {
             grants: self.counters.grants.load(Ordering::Relaxed),
             refusals: self.counters.refusals.load(Ordering::Relaxed),
             waited: Duration::from_micros(self.counters.waited_us.load(Ordering::Relaxed)),
+            reslotted: self.counters.reslotted.load(Ordering::Relaxed),
         }
     }
 }
 
 /// tokio's timer fires on millisecond ticks, typically 1-2 ms after the deadline: enough
-/// to lose a slot against a 2 ms tolerance. So sleep on the timer to just short of the
+/// to overrun a 2 ms tolerance and hold back the next caller. So sleep on the timer to just short of the
 /// slot, then yield until it: at most [`SPIN_LEAD`] of polling per grant.
 async fn sleep_precisely_until(target: tokio::time::Instant) {
     if let Some(coarse) = target.checked_sub(SPIN_LEAD) {

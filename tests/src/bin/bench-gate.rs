@@ -45,7 +45,8 @@ struct Run {
     utilisation: f64,
     min_gap_ms: f64,
     min_slot_gap_ms: Option<f64>,
-    lost_slots: u64,
+    /// Slots moved behind a late start, or lost (see `Grant::reslotted`).
+    moved_slots: u64,
     /// Grant time minus slot: how late waiters started on their slots.
     late_p50_us: u64,
     late_max_us: u64,
@@ -72,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     );
     println!(
-        "| waiters | design | calls/grant (client) | calls/grant (Redis commandstats) | utilisation | min gap between grants | min gap between slots | start after slot p50 / max | slots lost to late wake-ups |"
+        "| waiters | design | calls/grant (client) | calls/grant (Redis commandstats) | utilisation | min gap between grants | min gap between slots | start after slot p50 / max | slots moved behind a late start |"
     );
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut summary = Vec::new();
@@ -104,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if design == Design::Seed {
                     "—".to_owned()
                 } else {
-                    run.lost_slots.to_string()
+                    run.moved_slots.to_string()
                 },
             );
             pair.push(run);
@@ -180,7 +181,7 @@ async fn contended(
         .map(|c| Arc::new(Gate::new(c.clone(), &ns, gate_cfg)))
         .collect();
     let seed_calls = Arc::new(AtomicU64::new(0));
-    // (granted at, slot µs on Redis' clock; slots lost before the grant) per grant.
+    // (granted at, slot µs on Redis' clock; slots moved before the grant) per grant.
     let grants: Arc<Mutex<Vec<(u64, u64, u32)>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Arc::new(AtomicU64::new(0));
     let seed_script = Arc::new(Script::new(SEED_SLOT));
@@ -225,7 +226,7 @@ async fn contended(
     let last = grants[GRANTS - 1].0;
     let ideal = INTERVAL.as_micros() as f64 * (GRANTS - 1) as f64;
     let min_gap = grants.windows(2).map(|w| w[1].0 - w[0].0).min().unwrap_or(0);
-    let lost: u64 = grants.iter().map(|g| u64::from(g.2)).sum();
+    let moved: u64 = grants.iter().map(|g| u64::from(g.2)).sum();
     let mut late: Vec<u64> = grants.iter().map(|g| g.0 - g.1).collect();
     late.sort_unstable();
     let mut slots: Vec<u64> = grants.iter().map(|g| g.1).collect();
@@ -237,7 +238,7 @@ async fn contended(
         utilisation: ideal / (last - first) as f64,
         min_gap_ms: min_gap as f64 / 1e3,
         min_slot_gap_ms: (design == Design::Project).then_some(min_slot_gap as f64 / 1e3),
-        lost_slots: lost,
+        moved_slots: moved,
         late_p50_us: late[late.len() / 2],
         late_max_us: late[late.len() - 1],
     })

@@ -193,6 +193,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "grants": gate.grants,
             "round_trips": gate.round_trips,
             "refusals": gate.refusals,
+            "reslotted": gate.reslotted,
             "waited_ms": gate.waited.as_millis() as u64,
         },
         "interval_ms": cfg.gate.interval.as_millis() as u64,

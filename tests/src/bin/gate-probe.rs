@@ -1,8 +1,8 @@
 //! gate-probe: acquires slots from its own process, for the multi-process gate test.
 //!
 //! Usage: `gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT`. Waits for a line on stdin
-//! (so that several probes start together), then prints one granted slot (µs on Redis'
-//! clock) per line.
+//! (so that several probes start together), then prints the moment of each grant, µs on
+//! Redis' clock, one per line.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = std::io::stdout().lock();
     for t in tasks {
         let grant = t.await??;
-        writeln!(out, "{}", grant.slot_us)?;
+        writeln!(out, "{}", grant.granted_at_us)?;
     }
     Ok(())
 }
