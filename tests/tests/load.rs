@@ -8,8 +8,8 @@
 //! - gaps: between consecutive arrivals (min / median / max);
 //! - utilisation: (calls − 1) × rule / (last arrival − first arrival), 1.0 being a call
 //!   exactly every rule interval from the first to the last;
-//! - idle slots: gaps longer than 1.5 gate intervals, i.e. slots nobody used (a caller
-//!   that woke later than the tolerance loses its slot and queues again);
+//! - idle slots: gaps longer than 1.5 gate intervals, i.e. slots nobody used (the first
+//!   gate voided the slot of a caller that woke later than the tolerance; see the soak);
 //! - sent to arrival, and sent after the slot: each process reports when it sent each
 //!   call, which places the delays on the client's side or the look-alike's (see
 //!   [`send_lateness`]).
@@ -52,9 +52,9 @@ impl Load {
     }
 
     /// The longest a caller may wait for its slot (`LAW_API_MAX_WAIT_MS`). Every other
-    /// caller may hold a slot ahead of it, and a caller that loses its slot to a late
-    /// wake-up queues again behind all of them, so one acquire can span two queue lengths;
-    /// four, so that the bound never decides the run. At most Lambda's 15 min.
+    /// caller may hold a slot ahead of it, and a caller that wakes after the next holder
+    /// has started queues again behind all of them, so one acquire can span two queue
+    /// lengths; four, so that the bound never decides the run. At most Lambda's 15 min.
     fn max_wait(&self) -> Duration {
         (self.gate * self.total_callers() as u32 * 4).min(Duration::from_secs(900))
     }
@@ -336,13 +336,17 @@ fn check(name: &str, load: &Load, summaries: &[Value], arrivals: &[Arrival], ids
         .iter()
         .filter_map(|s| s["max_gate_wait_ms"].as_u64())
         .max();
+    let moved: u64 = summaries
+        .iter()
+        .filter_map(|s| s["gate"]["reslotted"].as_u64())
+        .sum();
     eprintln!(
         "{name}: {} processes x {} callers, rule {} ms, gate {} ms, tolerance {} ms\n  \
          calls {}, 429s for the rule {}, gaps min / median / max {:.1} / {:.1} / {:.1} ms, \
          utilisation {:.4} (at most {:.4} at this gate), idle slots {} (after calls {:?}), span {:.1} s\n  \
          sent to arrival p50 / max {:.2} / {:.2} ms; the smallest gap's calls were sent {:.1} ms apart\n  \
          sent after the slot p50 / p99 / max {}\n  \
-         gate round trips per grant {:.3}, longest gate wait {} ms, load average {}",
+         gate round trips per grant {:.3}, slots moved behind a late start {}, longest gate wait {} ms, load average {}",
         load.processes,
         load.callers,
         load.rule.as_millis(),
@@ -372,6 +376,7 @@ fn check(name: &str, load: &Load, summaries: &[Value], arrivals: &[Arrival], ids
             )
         },
         round_trips as f64 / grants.max(1) as f64,
+        moved,
         max_wait.unwrap_or(0),
         load_average(),
     );
@@ -422,8 +427,8 @@ fn check(name: &str, load: &Load, summaries: &[Value], arrivals: &[Arrival], ids
 /// runs failed, one with a 429 for two calls sent 92 ms apart. The remaining 40 ms cover
 /// that. So utilisation can be at most 100 / 150 = 0.667.
 ///
-/// The floor, 0.55, leaves room for about 50 idle slots in 256 (a slot lost to a late
-/// wake-up costs one gate interval; 0-12 per run were measured here under load): a
+/// The floor, 0.55, leaves room for about 50 idle slots in 256 (0-12 per run were
+/// measured here under load with the first gate, which voided late slots; none since): a
 /// correctness check that the gate keeps the upstream busy, not a timing claim. A gate that
 /// let the queue run dry between grants, or polled with sleeps, falls far below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,50 +452,57 @@ async fn sixty_four_callers_in_eight_processes_share_one_gate_without_a_429() {
 }
 
 /// The soak: law.go.kr's real 1000 ms rule, 8 × 8 callers, 5 calls each (320 calls, about
-/// 5.5 min), release build (`make soak`): zero 429s, and utilisation at least 0.975.
+/// 5.5 min), release build (`make soak`): zero 429s, and utilisation of at least 0.99.
 ///
-/// The issue asks for utilisation ≥ 0.99 with zero 429s. On this project's 2-core build
-/// machine (a VM; release builds) that was met only when the machine was otherwise idle,
-/// because of the tail of how late a call leaves after its slot (`sent after the slot`
-/// below): p99 about 1-4 ms and max 3-8 ms with the machine near idle, tens of ms with
-/// other builds running. Utilisation 0.99 needs the gate within 10 ms of the rule and
-/// leaves room for no idle slot here (each costs a whole interval, 0.31 % of this run).
-/// So the tolerance must stay near 3-5 ms, and then a late caller now and then loses its
-/// slot and leaves it idle; while the gate's margin over the rule must also cover the
-/// tolerance plus the late send, or the look-alike sees two calls closer than 1000 ms.
-/// Runs here, one line each (load average at the go):
+/// The gate runs 9 ms above the rule with a 5 ms tolerance. Its ceiling is 1000 / 1009 =
+/// 0.9911; no two calls start closer than 1004 ms on Redis' clock, which leaves 4 ms for
+/// the send and the network; and 0.99 leaves room for no idle slot (each costs a whole
+/// interval, 0.31 % of this run).
 ///
-/// | gate / tolerance | 429s | idle slots | min gap | utilisation |
-/// |---|---:|---:|---:|---:|
-/// | 1005 / 3 ms (load 8.7) | 3 | 33 | 972.0 ms | 0.8975 |
-/// | 1005 / 3 ms (load 4.3) | 0 | 3 | 1000.1 ms | 0.9858 |
-/// | 1005 / 3 ms (load 1.1) | 1 | 5 | 999.8 ms | 0.9797 |
-/// | 1005 / 3 ms (load 0.1) | 1 | 3 | 996.4 ms | 0.9858 |
-/// | 1008 / 4 ms (load 2.5) | 0 | 5 | 1001.5 ms | 0.9768 |
-/// | 1009 / 5 ms (load 1.5) | 0 | 2 | 1000.8 ms | 0.9849 |
-/// | 1009 / 5 ms (load 0.0) | 0 | 0 | 1004.7 ms | 0.9911 |
-/// | 1020 / 10 ms (load 0.2) | 0 | 0 | 1016.4 ms | 0.9804 |
-/// | 1020 / 10 ms (load 4.3) | 0 | 0 | 1016.7 ms | 0.9804 |
+/// The first gate voided the slot of a caller that confirmed later than the tolerance,
+/// and about one call in a hundred did on this 2-core machine (`sent after the slot`
+/// below: p99 1-4 ms, max 3-8 ms near idle, tens of ms with builds running). Each such
+/// slot stayed idle, and 0.99 was met once in nine runs. The gate now lets a late caller
+/// start in the gap it left and moves the next holder back instead
+/// (`shared/lua/gate_acquire.lua`). Runs here, one line each (load average at the go):
 ///
-/// So the soak runs the trade-off that held every time: 1020 ms with a 10 ms tolerance,
-/// which lost no slot and kept every gap 16 ms above the rule; its ceiling is 1000 / 1020
-/// = 0.9804, and the floor 0.975 leaves room for one idle slot. Other builds on the same
-/// two cores delay wake-ups by tens of ms: run it on a quiet machine. To try other
-/// margins: `LOAD_GATE_MS`, `LOAD_TOLERANCE_MS`, `LOAD_RULE_MS`, `LOAD_CALLS_PER_CALLER`
-/// and `LOAD_MIN_UTILISATION` (1009, 5 and 0.99 for the issue's goal).
+/// | gate | gate / tolerance | 429s | idle slots | min gap | utilisation |
+/// |---|---|---:|---:|---:|---:|
+/// | voids late slots | 1005 / 3 ms (load 8.7) | 3 | 33 | 972.0 ms | 0.8975 |
+/// | voids late slots | 1005 / 3 ms (load 4.3) | 0 | 3 | 1000.1 ms | 0.9858 |
+/// | voids late slots | 1005 / 3 ms (load 1.1) | 1 | 5 | 999.8 ms | 0.9797 |
+/// | voids late slots | 1005 / 3 ms (load 0.1) | 1 | 3 | 996.4 ms | 0.9858 |
+/// | voids late slots | 1008 / 4 ms (load 2.5) | 0 | 5 | 1001.5 ms | 0.9768 |
+/// | voids late slots | 1009 / 5 ms (load 1.5) | 0 | 2 | 1000.8 ms | 0.9849 |
+/// | voids late slots | 1009 / 5 ms (load 0.0) | 0 | 0 | 1004.7 ms | 0.9911 |
+/// | voids late slots | 1020 / 10 ms (load 0.2) | 0 | 0 | 1016.4 ms | 0.9804 |
+/// | voids late slots | 1020 / 10 ms (load 4.3) | 0 | 0 | 1016.7 ms | 0.9804 |
+/// | moves the next back | 1009 / 5 ms (load 2.1 from the build before, then idle) | 0 | 0 | 1008.0 ms | 0.9911 |
+/// | moves the next back | 1009 / 5 ms (load 3.1, a debug build and tests) | 0 | 0 | 1005.5 ms | 0.9911 |
+/// | moves the next back | 1009 / 5 ms (load 3.1, two busy loops) | 0 | 0 | 1000.8 ms | 0.9911 |
+/// | moves the next back | 1009 / 2 ms (load 2.1, then idle) | 0 | 0 | 1008.3 ms | 0.9911 |
+/// | moves the next back | 1009 / 2 ms (load 1.5, two busy loops) | 0 | 0 | 1000.5 ms | 0.9911 |
+///
+/// Only the last of those runs had callers wake later than the tolerance: 29 slots were
+/// moved behind them (`slots moved behind a late start` below), none left idle. The
+/// smallest gaps with busy loops beside the run, 1000.5-1000.8 ms, show what is left: a
+/// call sent late after its grant (up to 6.7-9.8 ms there) eats into the 4 ms the gate
+/// leaves for the send, which no gate can see. Other builds on the same two cores delay
+/// sends by tens of ms: run it on a quiet machine. To try other margins: `LOAD_GATE_MS`, `LOAD_TOLERANCE_MS`,
+/// `LOAD_RULE_MS`, `LOAD_CALLS_PER_CALLER` and `LOAD_MIN_UTILISATION`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "soak: 320 calls at law.go.kr's real 1 s rule take about 5.5 minutes; run in release"]
 async fn soak_sixty_four_callers_at_the_real_one_second_rule() {
     let load = Load {
         rule: Duration::from_millis(1000),
-        gate: Duration::from_millis(1020),
-        tolerance: Duration::from_millis(10),
+        gate: Duration::from_millis(1009),
+        tolerance: Duration::from_millis(5),
         processes: 8,
         callers: 8,
         calls_per_caller: 5,
     }
     .overridden_from_env();
-    let floor = std::env::var("LOAD_MIN_UTILISATION").map_or(0.975, |v| {
+    let floor = std::env::var("LOAD_MIN_UTILISATION").map_or(0.99, |v| {
         v.parse::<f64>()
             .unwrap_or_else(|_| panic!("LOAD_MIN_UTILISATION: not a number: {v:?}"))
     });
