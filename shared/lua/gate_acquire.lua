@@ -18,18 +18,22 @@
   Output: { code, slot, now, cool, epoch }
     code 0  go: slot is granted (slot <= now)
     code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
-    code 2  refused: the wait would exceed ARGV[3]; nothing was reserved
+    code 2  refused: the wait would exceed ARGV[3]; nothing new was reserved (a held slot
+            is given up, and stays unused)
   Errors: CORRUPT when tat, sat, cool or epoch is not a number (nothing is granted)
-  Confirming a held slot:
+  Confirming a held slot (burst 1; with a larger burst, "a call" reads "burst calls"):
     - before it: wait for it again;
     - at or after it, with no call started within interval − tolerance: go, however late
       (the slot would otherwise stay idle); the next holder is held back by what this one
       overran, and the overrun shrinks by the tolerance with each slot after it;
-    - on time (within the tolerance) but a call started within interval − tolerance (the
-      one before overran): the slot moves back just far enough, and the caller waits;
-    - late, and another call has started since: a fresh reservation at the back.
+    - held back by a call started within interval − tolerance: when that call started
+      before this slot (the one before overran) or this holder is on time (within the
+      tolerance), the slot moves back just far enough and the caller waits; when it
+      started at or after this slot while this holder slept past it, a fresh reservation
+      at the back.
   A held slot is void, and replaced by a fresh reservation at the back, when a cooldown
-  set after its reservation ends later than it, or when the state that issued it is gone. ]]
+  set after its reservation ends later than it, or when the state that issued it is gone
+  (deleted, evicted, failed over, or expired about a second after its last slot). ]]
 local rcall = redis.call
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -73,7 +77,8 @@ if held > 0 and epoch == tonumber(ARGV[6]) and held >= cool then
   if now >= earliest then
     return go(held)
   end
-  if now - held <= tolerance then
+  -- sat - gap is the last start (or later, with a burst).
+  if now - held <= tolerance or sat - gap < held then
     if earliest - now > max_wait then
       return { 2, earliest, now, cool, epoch }
     end

@@ -170,14 +170,27 @@ async fn a_late_holder_starts_in_its_gap_and_moves_the_next_back() {
         let bounded = acquire(&mut conn, &key, 1_000, next_slot, TOL, epoch).await;
         assert_eq!(bounded[0], 2, "{topo:?}: {bounded:?}");
 
-        // A holder later than the tolerance while another call has started since: a fresh
-        // slot at the back, behind every reservation and the last start.
+        // A holder later than the tolerance whose slot another call started in while it
+        // slept: a fresh slot at the back, behind every reservation and the last start.
         let behind = acquire(&mut conn, &key, 30 * SEC, next_slot - 200_000, TOL, epoch).await;
         assert_eq!(behind[0], 1, "{topo:?}: {behind:?}");
         assert_eq!(
             behind[1],
             now + 5 * SEC,
             "{topo:?}: queued at the back: {behind:?}"
+        );
+
+        // A holder later than the tolerance, held back by a call that started before its
+        // slot (the one before overran): moved back like an on-time one, not queued again.
+        let key3 = unique_ns("lua").gate();
+        let now3 = redis_now(&mut conn, &key3).await;
+        // The last start was 450 ms ago (sat = last start + interval − tolerance).
+        set_state(&mut conn, &key3, now3 + 5 * SEC, now3 + SEC / 2, epoch).await;
+        let overran = acquire(&mut conn, &key3, 30 * SEC, now3 - 300_000, TOL, epoch).await;
+        assert_eq!(
+            (overran[0], overran[1]),
+            (1, now3 + SEC / 2),
+            "{topo:?}: moved back behind the overrun, not to the back: {overran:?}"
         );
 
         // A fresh caller never starts inside interval − tolerance of the last start, even
@@ -229,12 +242,13 @@ async fn gate_defer_and_status_follow_their_headers() {
         let key = unique_ns("lua").gate();
         let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now
         let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now + 1 s
-        // gate_defer: ARGV cooldown µs, interval µs, burst → {cool, now}.
+        // gate_defer: ARGV cooldown µs, interval µs, burst, tolerance µs → {cool, now}.
         let d: Vec<i64> = Script::new(DEFER)
             .key(&key)
             .arg(5 * SEC)
             .arg(SEC)
             .arg(1)
+            .arg(2_000)
             .invoke_async(&mut conn)
             .await
             .expect("defer");
@@ -245,6 +259,7 @@ async fn gate_defer_and_status_follow_their_headers() {
             .arg(SEC)
             .arg(SEC)
             .arg(1)
+            .arg(2_000)
             .invoke_async(&mut conn)
             .await
             .expect("defer");
@@ -274,5 +289,23 @@ async fn gate_defer_and_status_follow_their_headers() {
         );
         assert_eq!(st[2], d[0], "{topo:?}: status shows the cooldown end");
         assert!(st[1] > st[2], "{topo:?}: tat is behind the cooldown: {st:?}");
+
+        // With a burst, the starts after a cooldown are spaced too: sat is moved so that
+        // the first start at the cooldown's end leaves no allowance for a second at once.
+        let key2 = unique_ns("lua").gate();
+        let d2: Vec<i64> = Script::new(DEFER)
+            .key(&key2)
+            .arg(SEC)
+            .arg(SEC)
+            .arg(3)
+            .arg(2_000)
+            .invoke_async(&mut conn)
+            .await
+            .expect("defer");
+        assert_eq!(
+            field(&mut conn, &key2, "sat").await,
+            d2[0] + 2 * (SEC - 2_000),
+            "{topo:?}: sat = cool + (burst − 1) × (interval − tolerance)"
+        );
     }
 }

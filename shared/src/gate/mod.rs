@@ -27,8 +27,9 @@
 //! ```
 //!
 //! A late waiter therefore never costs a slot: it starts in the gap it left, and the calls
-//! after it move back by what it overran, one more round trip each. Only a caller that
-//! wakes so late that the next holder has already started queues again at the back. An
+//! after it move back by what it overran, one more round trip each (at most about
+//! (interval − tolerance) / tolerance of them per late start). Only a caller that slept
+//! past its slot while another call started in it queues again at the back. An
 //! uncontended caller costs one round trip.
 
 mod scripts;
@@ -282,6 +283,7 @@ impl Gate {
             .arg(micros(d).max(1))
             .arg(micros(self.cfg.interval))
             .arg(self.cfg.burst)
+            .arg(micros(self.cfg.tolerance))
             .invoke_async(&mut conn)
             .await
             .map_err(StoreError::from)?;
