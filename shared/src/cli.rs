@@ -14,7 +14,6 @@ use crate::app::Deps;
 use crate::app::sqs::{MessageKind, handle_batch};
 use crate::config::Config;
 use crate::deadline::Deadline;
-use crate::gate::Gate;
 use crate::keys::Namespace;
 use crate::law::{SearchRequest, UPSTREAM};
 use crate::queue::RetryQueue;
@@ -330,8 +329,8 @@ async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Re
     }
 }
 
-/// Redis and the namespace only: `queue` and `gate` need no key, so a missing
-/// `LAW_API_OC` is not an error for them.
+/// Redis and the namespace only: `queue` needs no key, so a missing `LAW_API_OC` is not an
+/// error for it (`gate` checks for the key itself: the gate is the key's).
 async fn redis_only() -> Result<(Config, RedisConn, Namespace), String> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let keyless = env("LAW_API_OC").is_none() && env("LAW_API_OC_SECRET_ARN").is_none();
@@ -407,8 +406,18 @@ fn show(entries: Vec<crate::queue::EntryView>, json: bool) -> Result<(), String>
 }
 
 async fn gate(action: GateAction, json: bool) -> Result<(), String> {
+    let has_key = ["LAW_API_OC", "LAW_API_OC_SECRET_ARN"]
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+    if !has_key {
+        return Err("lawsync gate: the gate belongs to the API key; set LAW_API_OC or LAW_API_OC_SECRET_ARN".into());
+    }
     let (cfg, conn, ns) = redis_only().await?;
-    let gate = Gate::new(conn, &ns, cfg.gate);
+    let sdk = crate::aws::sdk_config().await;
+    let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk)
+        .await
+        .map_err(|e| e.to_string())?;
+    let gate = crate::app::law_gate(conn, &oc, &ns, cfg.gate).map_err(|e| e.to_string())?;
     match action {
         GateAction::Status => {
             let s = gate.status().await.map_err(|e| e.to_string())?;
@@ -417,12 +426,14 @@ async fn gate(action: GateAction, json: bool) -> Result<(), String> {
                     "nowUs": s.now_us,
                     "nextSlotInMs": s.next_slot_in.as_millis() as u64,
                     "cooldownMs": s.cooldown.map(|c| c.as_millis() as u64),
+                    "fresh": s.fresh,
                 }));
             }
             println!(
-                "next slot in {} ms; cooldown {}",
+                "next slot in {} ms; cooldown {}{}",
                 s.next_slot_in.as_millis(),
-                age(s.cooldown)
+                age(s.cooldown),
+                if s.fresh { " (no state yet: the first call waits one interval of quiet)" } else { "" }
             );
             Ok(())
         }

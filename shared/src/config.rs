@@ -54,14 +54,14 @@ pub struct LawApiConfig {
 /// Settings of the shared rate gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GateConfig {
-    /// Spacing between call starts across the cluster.
+    /// Least spacing between two granted call starts across the cluster, on Redis' clock.
     pub interval: Duration,
     /// Calls allowed back to back before spacing applies (>= 1).
     pub burst: u32,
     /// Longest wait for a slot before giving up with a clear error.
     pub max_wait: Duration,
-    /// How far below `interval` two call starts may come; a caller that starts later than
-    /// this on its slot holds the next one back (see [`crate::gate`]).
+    /// How late a holder may confirm its slot without holding the next one back;
+    /// reservations are paced at `interval + tolerance` (see [`crate::gate`]).
     pub tolerance: Duration,
 }
 
@@ -226,10 +226,14 @@ impl Config {
             None => policy::default_gate_tolerance(interval),
             Some(_) => env.millis("LAW_API_GATE_TOLERANCE_MS", Duration::ZERO)?,
         };
-        if tolerance >= interval {
+        if tolerance > policy::MAX_GATE_TOLERANCE || tolerance > interval / policy::MAX_TOLERANCE_SHARE {
             return Err(bad(
                 "LAW_API_GATE_TOLERANCE_MS",
-                "must be below LAW_API_REQUEST_INTERVAL_MS",
+                format!(
+                    "must be at most {} ms and at most a quarter of LAW_API_REQUEST_INTERVAL_MS ({} ms here): it is how late a woken caller may be, and reservations are paced at interval + tolerance",
+                    policy::MAX_GATE_TOLERANCE.as_millis(),
+                    (interval / policy::MAX_TOLERANCE_SHARE).as_millis()
+                ),
             ));
         }
         let gate = GateConfig {

@@ -2,9 +2,56 @@
 //!
 //! Every key of one upstream in one environment shares the hash tag
 //! `{lawsync:ENV:UPSTREAM}`, so any script touching several of them runs on a Redis
-//! Cluster (ElastiCache Serverless) without a CROSSSLOT error, and stages never share a gate.
+//! Cluster (ElastiCache Serverless) without a CROSSSLOT error, and stages never share a
+//! queue. The rate gate is the exception: the limit belongs to the API key, not to a
+//! stage, so its key is [`GateKey::for_secret`], the same for every environment that
+//! shares a Redis and a key.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
 
 use crate::config::{ConfigError, parse_namespace};
+use crate::secret::Secret;
+
+/// The Redis key of one rate gate's state hash (`v`, `tat`, `sat`, `cool`, `epoch`; see
+/// `lua/includes/gate_state.lua`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateKey(String);
+
+impl GateKey {
+    /// The gate of `upstream` for the API key `secret`: `{lawsync:gate:UPSTREAM:FP}:gate`,
+    /// where FP is a keyed fingerprint (HMAC-SHA-256 under a fixed label, first 96 bits in
+    /// hex) of the key. Every process on this Redis with the same key shares the gate,
+    /// whatever its `APP_ENV`; the key itself never reaches Redis. A fingerprint does not
+    /// hide a guessable key from someone who can read Redis and try candidates: treat
+    /// Redis access as sensitive (it holds the queue's payloads too).
+    pub fn for_secret(upstream: &str, secret: &Secret) -> Result<Self, ConfigError> {
+        let upstream = parse_namespace("upstream name", upstream)?;
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(GATE_FINGERPRINT_LABEL)
+            .expect("HMAC takes a key of any length");
+        mac.update(secret.expose().as_bytes());
+        let digest = mac.finalize().into_bytes();
+        let fp: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Self(format!("{{lawsync:gate:{upstream}:{fp}}}:gate")))
+    }
+
+    /// The key as Redis sees it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A gate named by a namespace: per environment, as every gate was before the per-key
+/// gate (and as the tests and the per-instance contrast use it).
+impl From<&Namespace> for GateKey {
+    fn from(ns: &Namespace) -> Self {
+        GateKey(ns.gate())
+    }
+}
+
+/// The HMAC key of [`GateKey::for_secret`]: fixed, so that every release and every stack
+/// derives the same gate from the same API key. Changing it splits the gate in two.
+const GATE_FINGERPRINT_LABEL: &[u8] = b"lawsync gate identity v1";
 
 /// The key space of one upstream in one environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +74,9 @@ impl Namespace {
         &self.tag
     }
 
-    /// The gate's state hash (`tat`, `sat`, `cool`, `epoch`; see `lua/gate_acquire.lua`).
+    /// A gate state hash per environment: the gate of a generic upstream, and the key the
+    /// release before this one kept law.go.kr's gate in (adopted once, see
+    /// [`crate::gate::Gate::adopting`]).
     pub fn gate(&self) -> String {
         format!("{}:gate", self.tag)
     }
@@ -99,6 +148,19 @@ mod tests {
         // Redis Cluster hashes only the text between the first `{` and the next `}`.
         let tag_of = |k: &str| k[k.find('{').unwrap_or(0)..=k.find('}').unwrap_or(0)].to_owned();
         assert_eq!(tag_of(&ns.gate()), ns.tag());
+    }
+
+    #[test]
+    fn the_gate_key_is_per_api_key_and_never_holds_it() {
+        let oc = Secret::new("my-oc-value".to_owned());
+        let a = GateKey::for_secret("law-go-kr", &oc).expect("valid");
+        let b = GateKey::for_secret("law-go-kr", &Secret::new("my-oc-value".to_owned())).expect("valid");
+        let other = GateKey::for_secret("law-go-kr", &Secret::new("another".to_owned())).expect("valid");
+        assert_eq!(a, b, "one key, one gate, whatever the environment");
+        assert_ne!(a, other);
+        assert!(!a.as_str().contains("my-oc-value"), "{}", a.as_str());
+        assert!(a.as_str().starts_with("{lawsync:gate:law-go-kr:"), "{}", a.as_str());
+        assert_eq!(a.as_str().len(), "{lawsync:gate:law-go-kr:}:gate".len() + 24);
     }
 
     #[test]

@@ -164,6 +164,8 @@ mod tests {
             status: Some(status),
             took: Duration::from_millis(5),
             cooldown: cooldown.then_some(Duration::from_secs(2)),
+            grant_to_send: Duration::ZERO,
+            given_back: 0,
         }
     }
 

@@ -27,12 +27,24 @@ pub enum StoreError {
     /// (it names the key); deleting the key resets that state.
     #[error("Redis state is corrupt: {0}; delete the key to reset it")]
     Corrupt(String),
+    /// A lawsync key was written by a newer release than this one (the script's own text,
+    /// which names the key and both versions): a roll is half done.
+    #[error("Redis state is newer than this release: {0}")]
+    Newer(String),
     /// A value refused before it reached Redis.
     #[error("refused: {0}")]
     Invalid(String),
     /// `REDIS_CLUSTER=auto` could not tell the server's mode.
     #[error("could not tell whether Redis runs in cluster mode ({0}); set REDIS_CLUSTER=true or false")]
     ModeUnknown(String),
+}
+
+/// The text of one of our scripts' named errors, without Redis' "script: SHA, on
+/// @user_script:N." suffix.
+fn script_text(e: &redis::RedisError) -> String {
+    let detail = e.detail().unwrap_or("unreadable state");
+    let detail = detail.split(" script: ").next().unwrap_or(detail);
+    detail.chars().take(300).collect()
 }
 
 impl From<redis::RedisError> for StoreError {
@@ -45,13 +57,10 @@ impl From<redis::RedisError> for StoreError {
             StoreError::Unreachable("connection lost")
         } else if e.code() == Some("CORRUPT") {
             // Our scripts' own message: a key name and a field list, nothing else.
-            StoreError::Corrupt(
-                e.detail()
-                    .unwrap_or("unreadable state")
-                    .chars()
-                    .take(200)
-                    .collect(),
-            )
+            StoreError::Corrupt(script_text(&e))
+        } else if e.code() == Some("NEWER") {
+            // Our scripts' own message: a key name and two version numbers.
+            StoreError::Newer(script_text(&e))
         } else if let Some(code) = e.code() {
             // Only the error code (ERR, NOSCRIPT, MOVED, CLUSTERDOWN, ...): the detail text of
             // a script error can quote arguments.

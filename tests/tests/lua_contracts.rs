@@ -1,118 +1,109 @@
 //! Each gate script called directly with the KEYS/ARGV its header documents, so that a
-//! header and its script cannot drift apart unnoticed.
+//! header and its script cannot drift apart unnoticed, and every branch of the state
+//! include (versions, damage, a missing state) is driven on real Redis.
 
 use lawsync_tests::servers::{Topology, unique_ns};
 use redis::Script;
 
+const INCLUDE: &str = include_str!("../../shared/lua/includes/gate_state.lua");
 const ACQUIRE: &str = include_str!("../../shared/lua/gate_acquire.lua");
 const DEFER: &str = include_str!("../../shared/lua/gate_defer.lua");
 const STATUS: &str = include_str!("../../shared/lua/gate_status.lua");
+const RELEASE: &str = include_str!("../../shared/lua/gate_release.lua");
+const ADOPT: &str = include_str!("../../shared/lua/gate_adopt.lua");
 
 const SEC: i64 = 1_000_000;
+/// The tolerance used below unless a test says otherwise: 10 ms, law.go.kr's default.
+const TOL: i64 = 10_000;
+const IDLE_MS: i64 = 60_000;
 
-async fn redis_now(conn: &mut lawsync::RedisConn, key: &str) -> i64 {
-    let v: Vec<i64> = Script::new(STATUS)
-        .key(key)
-        .invoke_async(conn)
-        .await
-        .expect("status");
-    v[0]
+type Conn = lawsync::RedisConn;
+
+/// A gate script as the library loads it: the state include in front.
+fn script(body: &str) -> Script {
+    Script::new(&format!("{INCLUDE}{body}"))
 }
 
-/// gate_acquire: ARGV interval, burst, max wait, held slot, tolerance, epoch
-/// → {code, slot, now, cool, epoch}.
-async fn acquire(
-    conn: &mut lawsync::RedisConn,
+/// gate_status: ARGV interval, burst, tolerance → {now, next_start, cool, fresh, tat, sat}.
+async fn status(conn: &mut Conn, key: &str) -> Vec<i64> {
+    script(STATUS)
+        .key(key)
+        .arg(SEC)
+        .arg(1)
+        .arg(TOL)
+        .invoke_async(conn)
+        .await
+        .expect("gate_status")
+}
+
+async fn redis_now(conn: &mut Conn, key: &str) -> i64 {
+    status(conn, key).await[0]
+}
+
+/// gate_acquire: ARGV interval (1 s), burst, max wait, held slot, tolerance, epoch, idle ms
+/// → {code, slot, now, cool, epoch, sat_before, sat_after}.
+async fn try_acquire(
+    conn: &mut Conn,
     key: &str,
     max_wait: i64,
     held: i64,
     tolerance: i64,
     epoch: i64,
-) -> Vec<i64> {
-    Script::new(ACQUIRE)
+) -> redis::RedisResult<Vec<i64>> {
+    script(ACQUIRE)
         .key(key)
-        .arg(SEC) // interval: 1 s
-        .arg(1) // burst
+        .arg(SEC)
+        .arg(1)
         .arg(max_wait)
         .arg(held)
         .arg(tolerance)
         .arg(epoch)
+        .arg(IDLE_MS)
         .invoke_async(conn)
+        .await
+}
+
+async fn acquire(conn: &mut Conn, key: &str, max_wait: i64, held: i64, epoch: i64) -> Vec<i64> {
+    try_acquire(conn, key, max_wait, held, TOL, epoch)
         .await
         .expect("gate_acquire")
 }
 
-#[tokio::test]
-async fn gate_acquire_follows_its_header() {
-    for topo in Topology::ALL {
-        let mut conn = topo.connect().await;
-        let key = unique_ns("lua").gate();
-        let first = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
-        assert_eq!(first.len(), 5);
-        assert_eq!(first[0], 0, "{topo:?}: a fresh gate grants at once: {first:?}");
-        assert_eq!(first[1], first[2], "{topo:?}: granted slot is now");
-
-        let second = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
-        assert_eq!(second[0], 1, "{topo:?}: must wait: {second:?}");
-        assert_eq!(
-            second[1],
-            first[1] + SEC,
-            "{topo:?}: the next slot is one interval later"
-        );
-
-        // Refused: the wait exceeds ARGV[3]; nothing is reserved, so asking again with room
-        // returns the same slot the refused caller was shown.
-        let refused = acquire(&mut conn, &key, 10, 0, 2_000, 0).await;
-        assert_eq!(refused[0], 2, "{topo:?}: {refused:?}");
-        let again = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
-        assert_eq!(
-            (again[0], again[1]),
-            (1, refused[1]),
-            "{topo:?}: a refusal reserved a slot"
-        );
-
-        // Confirming a held slot before it: wait again for the same slot.
-        let early = acquire(&mut conn, &key, 30 * SEC, again[1], 2_000, again[4]).await;
-        assert_eq!((early[0], early[1]), (1, again[1]), "{topo:?}: {early:?}");
-        // Late while another call has started since (the first, within interval −
-        // tolerance): a fresh slot at the back of the queue.
-        let now = redis_now(&mut conn, &key).await;
-        let late = acquire(&mut conn, &key, 30 * SEC, now - 5 * SEC, 1_000, again[4]).await;
-        assert_eq!(late[0], 1, "{topo:?}: a late holder must queue again: {late:?}");
-        assert!(
-            late[1] > again[1],
-            "{topo:?}: the new slot is behind every reserved one: {late:?}"
-        );
-        // A held slot whose wait exceeds the caller's bound is refused, not slept on.
-        let far = acquire(&mut conn, &key, 10, late[1], 2_000, late[4]).await;
-        assert_eq!(far[0], 2, "{topo:?}: {far:?}");
-    }
+/// gate_defer: ARGV cooldown µs, interval µs, burst, tolerance µs, idle ms → {cool, now}.
+async fn defer(conn: &mut Conn, key: &str, d: i64, burst: i64) -> Vec<i64> {
+    script(DEFER)
+        .key(key)
+        .arg(d)
+        .arg(SEC)
+        .arg(burst)
+        .arg(TOL)
+        .arg(IDLE_MS)
+        .invoke_async(conn)
+        .await
+        .expect("gate_defer")
 }
 
-/// Writes a gate state as the scripts keep it (µs on Redis' clock).
-async fn set_state(conn: &mut lawsync::RedisConn, key: &str, tat: i64, sat: i64, epoch: i64) {
+/// Writes a gate state as this release keeps it (v 2), µs on Redis' clock.
+async fn set_state(conn: &mut Conn, key: &str, tat: i64, sat: i64, cool: i64, epoch: i64) {
     let _: () = redis::cmd("HSET")
         .arg(key)
-        .arg("tat")
-        .arg(tat)
-        .arg("sat")
-        .arg(sat)
-        .arg("cool")
-        .arg(0)
-        .arg("epoch")
-        .arg(epoch)
+        .arg(&[("v", 2), ("tat", tat), ("sat", sat), ("cool", cool), ("epoch", epoch)])
         .query_async(conn)
         .await
         .expect("hset");
-    let _: () = redis::cmd("PEXPIRE")
-        .arg(key)
-        .arg(60_000)
-        .query_async(conn)
-        .await
-        .expect("pexpire");
 }
 
-async fn field(conn: &mut lawsync::RedisConn, key: &str, name: &str) -> i64 {
+async fn hset(conn: &mut Conn, key: &str, field: &str, value: &str) {
+    let _: () = redis::cmd("HSET")
+        .arg(key)
+        .arg(field)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .expect("hset");
+}
+
+async fn field(conn: &mut Conn, key: &str, name: &str) -> i64 {
     let v: String = redis::cmd("HGET")
         .arg(key)
         .arg(name)
@@ -122,190 +113,375 @@ async fn field(conn: &mut lawsync::RedisConn, key: &str, name: &str) -> i64 {
     v.parse().expect("a number")
 }
 
-/// A holder that wakes late keeps its slot when nobody has started since: it starts in the
-/// gap it left (an idle slot is the cost the old rule paid), and the next holder, on time,
-/// is moved back just far enough to keep interval − tolerance between the two starts.
+/// gate_release: ARGV sat_before, sat_after, epoch, slot, interval, burst, tolerance, idle
+/// ms → 0|1.
+async fn release(conn: &mut Conn, key: &str, go: &[i64], epoch: i64) -> i64 {
+    script(RELEASE)
+        .key(key)
+        .arg(go[5])
+        .arg(go[6])
+        .arg(epoch)
+        .arg(go[1])
+        .arg(SEC)
+        .arg(1)
+        .arg(TOL)
+        .arg(IDLE_MS)
+        .invoke_async(conn)
+        .await
+        .expect("gate_release")
+}
+
+/// gate_adopt: ARGV tat, sat, cool, interval, burst, tolerance, idle ms → 0|1.
+async fn adopt(conn: &mut Conn, key: &str, tat: i64, sat: i64, cool: i64) -> i64 {
+    script(ADOPT)
+        .key(key)
+        .arg(tat)
+        .arg(sat)
+        .arg(cool)
+        .arg(SEC)
+        .arg(1)
+        .arg(TOL)
+        .arg(IDLE_MS)
+        .invoke_async(conn)
+        .await
+        .expect("gate_adopt")
+}
+
+/// A gate whose first grant has been made (past the fresh quiet), with its epoch.
+async fn granted_gate(conn: &mut Conn) -> (String, Vec<i64>) {
+    let key = unique_ns("lua").gate();
+    let now = redis_now(conn, &key).await;
+    set_state(conn, &key, 0, 0, 0, 7).await;
+    let go = acquire(conn, &key, 30 * SEC, 0, 0).await;
+    assert_eq!(go[0], 0, "an idle gate grants at once: {go:?}");
+    assert!(go[2] >= now);
+    (key, go)
+}
+
 #[tokio::test]
-async fn a_late_holder_starts_in_its_gap_and_moves_the_next_back() {
-    // 50 ms, law.go.kr's default at 1 s: room for the round trip between reading Redis'
-    // clock and confirming on it.
-    const TOL: i64 = 50_000;
+async fn gate_acquire_follows_its_header() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let (key, first) = granted_gate(&mut conn).await;
+        assert_eq!(first.len(), 7);
+        assert_eq!(first[1], first[2], "{topo:?}: granted slot is now");
+        assert_eq!(
+            first[6],
+            first[2] + SEC,
+            "{topo:?}: sat_after is the next start allowed"
+        );
+
+        let second = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+        assert_eq!(second[0], 1, "{topo:?}: must wait: {second:?}");
+        assert_eq!(
+            second[1],
+            first[1] + SEC + TOL,
+            "{topo:?}: reservations are paced at interval + tolerance"
+        );
+        assert_eq!((second[5], second[6]), (0, 0), "{topo:?}: no sat on a wait");
+
+        // Refused: the wait exceeds ARGV[3]; nothing is reserved, so asking again with room
+        // returns the same slot the refused caller was shown.
+        let refused = acquire(&mut conn, &key, 10, 0, 0).await;
+        assert_eq!(refused[0], 2, "{topo:?}: {refused:?}");
+        let again = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+        assert_eq!(
+            (again[0], again[1]),
+            (1, refused[1]),
+            "{topo:?}: a refusal reserved a slot"
+        );
+
+        // Confirming a held slot before it: wait again for the same slot.
+        let early = acquire(&mut conn, &key, 30 * SEC, again[1], again[4]).await;
+        assert_eq!((early[0], early[1]), (1, again[1]), "{topo:?}: {early:?}");
+        // Late while another call has started since (the first, within the interval):
+        // a fresh slot at the back of the queue.
+        let now = redis_now(&mut conn, &key).await;
+        let late = acquire(&mut conn, &key, 30 * SEC, now - 5 * SEC, again[4]).await;
+        assert_eq!(late[0], 1, "{topo:?}: a late holder must queue again: {late:?}");
+        assert!(
+            late[1] > again[1],
+            "{topo:?}: the new slot is behind every reserved one: {late:?}"
+        );
+    }
+}
+
+/// Issue 13.1: a holder up to the tolerance late, then an on-time one, never start closer
+/// than the interval (the release before granted them 951 ms apart at 1000/50).
+#[tokio::test]
+async fn the_interval_is_a_floor_whoever_is_late() {
+    const TOL50: i64 = 50_000;
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let (key, _) = granted_gate(&mut conn).await;
+        let acq = |held: i64, epoch: i64| {
+            let key = key.clone();
+            async move {
+                let mut c = topo.connect().await;
+                try_acquire(&mut c, &key, 30 * SEC, held, TOL50, epoch)
+                    .await
+                    .expect("acquire")
+            }
+        };
+        let b = acq(0, 0).await;
+        let c = acq(0, 0).await;
+        assert_eq!((b[0], c[0]), (1, 1), "{topo:?}: {b:?} {c:?}");
+        // B wakes 49 ms late, within the tolerance; C is on time.
+        sleep_until_redis(&mut conn, &key, b[1] + 49_000).await;
+        let b_go = acq(b[1], b[4]).await;
+        assert_eq!(b_go[0], 0, "{topo:?}: {b_go:?}");
+        sleep_until_redis(&mut conn, &key, c[1]).await;
+        let mut c_go = acq(c[1], c[4]).await;
+        if c_go[0] == 1 {
+            sleep_until_redis(&mut conn, &key, c_go[1]).await;
+            c_go = acq(c_go[1], c_go[4]).await;
+        }
+        assert_eq!(c_go[0], 0, "{topo:?}: {c_go:?}");
+        assert!(
+            c_go[2] - b_go[2] >= SEC,
+            "{topo:?}: grants {} µs apart, below the 1 s interval",
+            c_go[2] - b_go[2]
+        );
+    }
+}
+
+async fn sleep_until_redis(conn: &mut Conn, key: &str, at: i64) {
+    loop {
+        let now = redis_now(conn, key).await;
+        if now >= at {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_micros((at - now) as u64)).await;
+    }
+}
+
+/// A holder that wakes late keeps its slot when nobody has started since; the next one is
+/// moved back just far enough to keep the interval; a moved holder refused for its bound
+/// hands its slot back when nobody reserved after it (issue 13.3).
+#[tokio::test]
+async fn a_late_holder_starts_in_its_gap_and_a_refused_one_gives_its_slot_back() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
         let epoch = 7;
         let now = redis_now(&mut conn, &key).await;
-        // The last call started 1.5 s ago; reservations run 5 s ahead (a queue of holders).
-        set_state(&mut conn, &key, now + 5 * SEC, now - SEC / 2, epoch).await;
+        set_state(&mut conn, &key, now + 5 * SEC, now - SEC / 2, 0, epoch).await;
 
         // 300 ms late on its slot, nobody started since: go, on the slot it held.
         let held = now - 300_000;
-        let late = acquire(&mut conn, &key, 30 * SEC, held, TOL, epoch).await;
-        assert_eq!(
-            (late[0], late[1]),
-            (0, held),
-            "{topo:?}: a late holder in an idle gap goes: {late:?}"
-        );
+        let late = acquire(&mut conn, &key, 30 * SEC, held, epoch).await;
+        assert_eq!((late[0], late[1]), (0, held), "{topo:?}: {late:?}");
         let started = late[2];
-        assert_eq!(
-            field(&mut conn, &key, "sat").await,
-            started + SEC - TOL,
-            "{topo:?}: the start is recorded"
-        );
+        assert_eq!(field(&mut conn, &key, "sat").await, started + SEC, "{topo:?}");
         assert_eq!(
             field(&mut conn, &key, "tat").await,
             now + 5 * SEC,
             "{topo:?}: no new reservation"
         );
 
-        // The next holder, on time: moved back to interval − tolerance after that start.
+        // The next holder, on time: moved back to one interval after that start.
         let next_slot = redis_now(&mut conn, &key).await;
-        let moved = acquire(&mut conn, &key, 30 * SEC, next_slot, TOL, epoch).await;
+        let moved = acquire(&mut conn, &key, 30 * SEC, next_slot, epoch).await;
         assert_eq!(
             (moved[0], moved[1]),
-            (1, started + SEC - TOL),
-            "{topo:?}: the next holder waits just long enough: {moved:?}"
+            (1, started + SEC),
+            "{topo:?}: {moved:?}"
         );
-        // ... unless that is further than it may wait: refused, nothing reserved.
-        let bounded = acquire(&mut conn, &key, 1_000, next_slot, TOL, epoch).await;
-        assert_eq!(bounded[0], 2, "{topo:?}: {bounded:?}");
 
         // A holder later than the tolerance whose slot another call started in while it
-        // slept: a fresh slot at the back, behind every reservation and the last start.
-        let behind = acquire(&mut conn, &key, 30 * SEC, next_slot - 200_000, TOL, epoch).await;
-        assert_eq!(behind[0], 1, "{topo:?}: {behind:?}");
-        assert_eq!(
-            behind[1],
-            now + 5 * SEC,
-            "{topo:?}: queued at the back: {behind:?}"
-        );
+        // slept: a fresh slot at the back, behind every reservation.
+        let behind = acquire(&mut conn, &key, 30 * SEC, next_slot - 200_000, epoch).await;
+        assert_eq!((behind[0], behind[1]), (1, now + 5 * SEC), "{topo:?}: {behind:?}");
 
-        // A holder later than the tolerance, held back by a call that started before its
-        // slot (the one before overran): moved back like an on-time one, not queued again.
-        let key3 = unique_ns("lua").gate();
-        let now3 = redis_now(&mut conn, &key3).await;
-        // The last start was 450 ms ago (sat = last start + interval − tolerance).
-        set_state(&mut conn, &key3, now3 + 5 * SEC, now3 + SEC / 2, epoch).await;
-        let overran = acquire(&mut conn, &key3, 30 * SEC, now3 - 300_000, TOL, epoch).await;
-        assert_eq!(
-            (overran[0], overran[1]),
-            (1, now3 + SEC / 2),
-            "{topo:?}: moved back behind the overrun, not to the back: {overran:?}"
-        );
-
-        // A fresh caller never starts inside interval − tolerance of the last start, even
-        // on a gate with no reservations left.
+        // The newest reservation (behind's), moved back and refused for its bound: handed
+        // back, so the schedule's end returns to it.
         let key2 = unique_ns("lua").gate();
         let now2 = redis_now(&mut conn, &key2).await;
-        set_state(&mut conn, &key2, now2 - SEC, now2 + SEC / 2, epoch).await;
-        let fresh = acquire(&mut conn, &key2, 30 * SEC, 0, TOL, 0).await;
-        assert_eq!((fresh[0], fresh[1]), (1, now2 + SEC / 2), "{topo:?}: {fresh:?}");
+        let last = now2 - 1_000; // its slot; the one before it overran by 500 ms
+        set_state(&mut conn, &key2, last + SEC + TOL, now2 + SEC / 2, 0, epoch).await;
+        let refused = acquire(&mut conn, &key2, 1_000, last, epoch).await;
+        assert_eq!(refused[0], 2, "{topo:?}: {refused:?}");
         assert_eq!(
             field(&mut conn, &key2, "tat").await,
-            now2 + SEC / 2 + SEC,
-            "{topo:?}: the reservation after it is an interval later"
+            last,
+            "{topo:?}: the refused slot is back in the schedule"
+        );
+        let taker = acquire(&mut conn, &key2, 30 * SEC, 0, 0).await;
+        assert_eq!(
+            (taker[0], taker[1]),
+            (1, now2 + SEC / 2),
+            "{topo:?}: the next caller gets the earliest start, not a pace later: {taker:?}"
         );
     }
 }
 
+/// Issue 13.8: a missing state (deleted, evicted, lost in a failover) opens with one
+/// interval of quiet, and a slot of the lost state is not honoured.
 #[tokio::test]
-async fn a_slot_is_honoured_only_by_the_state_that_issued_it() {
+async fn a_lost_state_opens_with_an_interval_of_quiet() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
-        let key = unique_ns("lua").gate();
-        acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
-        let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
+        let (key, go) = granted_gate(&mut conn).await;
+        let held = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
         assert_eq!(held[0], 1);
-        // The key vanishes (DEL after CORRUPT, eviction, a failover that lost writes).
         let _: () = redis::cmd("DEL")
             .arg(&key)
             .query_async(&mut conn)
             .await
             .expect("del");
-        let now = redis_now(&mut conn, &key).await;
-        let confirm = acquire(&mut conn, &key, 30 * SEC, now, 2_000, held[4]).await;
+        let st = status(&mut conn, &key).await;
+        assert_eq!(st[3], 1, "{topo:?}: status says the state is fresh: {st:?}");
+        let fresh = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+        assert_eq!(fresh[0], 1, "{topo:?}: a fresh state grants nothing at once: {fresh:?}");
+        assert_eq!(fresh[1], fresh[2] + SEC, "{topo:?}: one interval of quiet");
+        assert!(fresh[1] >= go[2] + SEC, "{topo:?}");
+        // The slot of the lost state, confirmed now, is handled as a fresh request.
+        let confirm = acquire(&mut conn, &key, 30 * SEC, held[1], held[4]).await;
         assert_ne!(confirm[4], held[4], "{topo:?}: a new state has a new epoch");
-        // The confirmation was handled as a fresh request and recorded: the next caller waits.
-        let next = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await;
-        assert_eq!(
-            next[0], 1,
-            "{topo:?}: two grants inside one interval: {confirm:?} then {next:?}"
+        assert_eq!(confirm[0], 1, "{topo:?}: {confirm:?}");
+        assert!(confirm[1] > fresh[1], "{topo:?}: behind the first fresh caller");
+    }
+}
+
+/// Issue 13.6: nan, inf, 1e400, negatives and text are CORRUPT in every script, and
+/// nothing is granted or written.
+#[tokio::test]
+async fn damaged_fields_are_corrupt_not_a_stall() {
+    let topo = Topology::Standalone;
+    let mut conn = topo.connect().await;
+    for bad in ["nan", "-nan", "inf", "-inf", "1e400", "-5", "soon"] {
+        for name in ["tat", "sat", "cool", "epoch", "v"] {
+            let key = unique_ns("lua").gate();
+            set_state(&mut conn, &key, 0, 0, 0, 7).await;
+            hset(&mut conn, &key, name, bad).await;
+            let err = try_acquire(&mut conn, &key, 30 * SEC, 0, TOL, 0)
+                .await
+                .expect_err(&format!("{name}={bad} must be refused"));
+            assert_eq!(err.code(), Some("CORRUPT"), "{name}={bad}: {err:?}");
+            let d: redis::RedisResult<Vec<i64>> = script(DEFER)
+                .key(&key)
+                .arg(SEC)
+                .arg(SEC)
+                .arg(1)
+                .arg(TOL)
+                .arg(IDLE_MS)
+                .invoke_async(&mut conn)
+                .await;
+            assert_eq!(d.expect_err("defer").code(), Some("CORRUPT"), "{name}={bad}");
+            let s: redis::RedisResult<Vec<i64>> = script(STATUS)
+                .key(&key)
+                .arg(SEC)
+                .arg(1)
+                .arg(TOL)
+                .invoke_async(&mut conn)
+                .await;
+            assert_eq!(s.expect_err("status").code(), Some("CORRUPT"), "{name}={bad}");
+            let raw: String = redis::cmd("HGET")
+                .arg(&key)
+                .arg(name)
+                .query_async(&mut conn)
+                .await
+                .expect("hget");
+            assert_eq!(raw, bad, "{name}: a refused script wrote the state");
+        }
+    }
+}
+
+/// Issue 13.11: a newer format is refused by name; the release before's format (no `v`,
+/// sat paced at interval − tolerance) is read safely and rewritten as this one.
+#[tokio::test]
+async fn state_versions_are_checked_and_the_old_format_is_read() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let key = unique_ns("lua").gate();
+        set_state(&mut conn, &key, 0, 0, 0, 7).await;
+        hset(&mut conn, &key, "v", "3").await;
+        let err = try_acquire(&mut conn, &key, 30 * SEC, 0, TOL, 0)
+            .await
+            .expect_err("newer");
+        assert_eq!(err.code(), Some("NEWER"), "{topo:?}: {err:?}");
+        assert!(
+            format!("{err}").contains("format 3, this release understands up to 2"),
+            "{topo:?}: {err}"
         );
-        assert!(next[1] >= confirm[1] + SEC, "{topo:?}");
+
+        // v1, as the release before wrote it mid-cooldown: tat, sat, cool, epoch, no v.
+        let old = unique_ns("lua").gate();
+        let now = redis_now(&mut conn, &old).await;
+        let _: () = redis::cmd("HSET")
+            .arg(&old)
+            .arg(&[("tat", now + 3 * SEC), ("sat", now + 2 * SEC), ("cool", now + 2 * SEC), ("epoch", 5)])
+            .query_async(&mut conn)
+            .await
+            .expect("hset");
+        let st = status(&mut conn, &old).await;
+        assert_eq!(st[2], now + 2 * SEC, "{topo:?}: the cooldown is read");
+        assert_eq!(st[5], now + 3 * SEC, "{topo:?}: v1's sat reads an interval later");
+        let w = acquire(&mut conn, &old, 30 * SEC, 0, 0).await;
+        assert_eq!(w[0], 1, "{topo:?}: {w:?}");
+        assert!(w[1] >= now + 3 * SEC, "{topo:?}: behind the old schedule: {w:?}");
+        assert_eq!(field(&mut conn, &old, "v").await, 2, "{topo:?}: rewritten as v2");
+        assert_eq!(field(&mut conn, &old, "epoch").await, 5, "{topo:?}: same state");
+    }
+}
+
+/// gate_release gives back a start that was never sent; not once another was granted.
+#[tokio::test]
+async fn gate_release_gives_back_only_the_last_start() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let (key, go) = granted_gate(&mut conn).await;
+        let wrong_epoch: i64 = release(&mut conn, &key, &go, go[4] + 1).await;
+        assert_eq!(wrong_epoch, 0, "{topo:?}");
+        let given: i64 = release(&mut conn, &key, &go, go[4]).await;
+        assert_eq!(given, 1, "{topo:?}");
+        let again = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+        assert_eq!(again[0], 0, "{topo:?}: the start given back does not count: {again:?}");
+        let twice: i64 = release(&mut conn, &key, &go, go[4]).await;
+        assert_eq!(twice, 0, "{topo:?}: another start was granted since");
+        assert_eq!(field(&mut conn, &key, "sat").await, again[6], "{topo:?}");
     }
 }
 
 #[tokio::test]
-async fn gate_defer_and_status_follow_their_headers() {
+async fn gate_defer_adopt_and_status_follow_their_headers() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
-        let key = unique_ns("lua").gate();
-        let held = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now
-        let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 2_000, 0).await; // slot now + 1 s
-        // gate_defer: ARGV cooldown µs, interval µs, burst, tolerance µs → {cool, now}.
-        let d: Vec<i64> = Script::new(DEFER)
-            .key(&key)
-            .arg(5 * SEC)
-            .arg(SEC)
-            .arg(1)
-            .arg(2_000)
-            .invoke_async(&mut conn)
-            .await
-            .expect("defer");
+        let (key, held) = granted_gate(&mut conn).await;
+        let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+        let d = defer(&mut conn, &key, 5 * SEC, 1).await;
         assert_eq!(d.len(), 2);
         assert!(d[0] >= d[1] + 5 * SEC - 1, "{topo:?}: {d:?}");
-        let shorter: Vec<i64> = Script::new(DEFER)
-            .key(&key)
-            .arg(SEC)
-            .arg(SEC)
-            .arg(1)
-            .arg(2_000)
-            .invoke_async(&mut conn)
-            .await
-            .expect("defer");
-        assert_eq!(
-            shorter[0], d[0],
-            "{topo:?}: a shorter cooldown must not shorten the end"
-        );
-        // The slot reserved before the cooldown is void: its confirmation queues it again
-        // behind the cooldown's end.
-        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], 2_000, waiting[4]).await;
+        let shorter = defer(&mut conn, &key, SEC, 1).await;
+        assert_eq!(shorter[0], d[0], "{topo:?}: a shorter cooldown must not shorten the end");
+        // The slot reserved before the cooldown is void: queued again behind its end.
+        let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], waiting[4]).await;
         assert_eq!(voided[0], 1, "{topo:?}: {voided:?}");
-        assert!(
-            voided[1] >= d[0],
-            "{topo:?}: new slot inside the cooldown: {voided:?} vs {d:?}"
-        );
-        assert!(held[1] < d[0]);
-        // gate_status: → {now, tat, cool, sat}.
-        let st: Vec<i64> = Script::new(STATUS)
-            .key(&key)
-            .invoke_async(&mut conn)
-            .await
-            .expect("status");
-        assert_eq!(st.len(), 4);
-        assert!(
-            st[3] > held[2],
-            "{topo:?}: sat follows the first start: {st:?} {held:?}"
-        );
+        assert!(voided[1] >= d[0], "{topo:?}: {voided:?} vs {d:?}");
+        let st = status(&mut conn, &key).await;
+        assert_eq!(st.len(), 6);
         assert_eq!(st[2], d[0], "{topo:?}: status shows the cooldown end");
-        assert!(st[1] > st[2], "{topo:?}: tat is behind the cooldown: {st:?}");
+        assert!(st[1] >= d[0], "{topo:?}: no start before the cooldown ends: {st:?}");
+        assert!(st[5] > held[2], "{topo:?}: sat follows the first start: {st:?}");
+        assert_eq!(st[3], 0, "{topo:?}: not fresh");
 
-        // With a burst, the starts after a cooldown are spaced too: sat is moved so that
-        // the first start at the cooldown's end leaves no allowance for a second at once.
+        // With a burst, the starts after a cooldown are spaced too.
         let key2 = unique_ns("lua").gate();
-        let d2: Vec<i64> = Script::new(DEFER)
-            .key(&key2)
-            .arg(SEC)
-            .arg(SEC)
-            .arg(3)
-            .arg(2_000)
-            .invoke_async(&mut conn)
-            .await
-            .expect("defer");
+        let d2 = defer(&mut conn, &key2, SEC, 3).await;
         assert_eq!(
             field(&mut conn, &key2, "sat").await,
-            d2[0] + 2 * (SEC - 2_000),
-            "{topo:?}: sat = cool + (burst − 1) × (interval − tolerance)"
+            d2[0] + 2 * SEC,
+            "{topo:?}: sat = cool + (burst − 1) × interval"
         );
+
+        // gate_adopt takes the later of each time, and nothing from a past state.
+        let key3 = unique_ns("lua").gate();
+        let now = redis_now(&mut conn, &key3).await;
+        let nothing: i64 = adopt(&mut conn, &key3, now - SEC, now - SEC, 0).await;
+        assert_eq!(nothing, 0, "{topo:?}");
+        let taken: i64 = adopt(&mut conn, &key3, now + 4 * SEC, now + 3 * SEC, now + 3 * SEC).await;
+        assert_eq!(taken, 1, "{topo:?}");
+        let st3 = status(&mut conn, &key3).await;
+        assert_eq!((st3[2], st3[4], st3[5]), (now + 3 * SEC, now + 4 * SEC, now + 3 * SEC), "{topo:?}");
     }
 }

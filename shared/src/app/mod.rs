@@ -45,6 +45,19 @@ pub enum StartupError {
     Alerts(#[from] crate::alert::AlertError),
 }
 
+/// law.go.kr's gate for the key `oc`: one per key on this Redis, whatever the environment
+/// (see [`crate::keys::GateKey::for_secret`]), taking over the per-environment state of the
+/// release before once.
+pub fn law_gate(
+    redis: crate::store::RedisConn,
+    oc: &crate::secret::Secret,
+    ns: &crate::keys::Namespace,
+    cfg: crate::config::GateConfig,
+) -> Result<crate::gate::Gate, crate::config::ConfigError> {
+    let key = crate::keys::GateKey::for_secret(crate::law::UPSTREAM, oc)?;
+    Ok(crate::gate::Gate::new(redis, key, cfg).adopting(ns.gate()))
+}
+
 impl Deps {
     /// Builds everything from `cfg` once per cold start: the key (from Secrets Manager when
     /// given as an ARN), Redis, the gate, the law.go.kr client with its run history, the
@@ -54,7 +67,7 @@ impl Deps {
         let oc = crate::secrets::resolve_oc(&cfg.law.oc, sdk).await?;
         let redis = crate::store::RedisConn::connect(&cfg.redis).await?;
         let ns = crate::keys::Namespace::new(&cfg.app_env, crate::law::UPSTREAM)?;
-        let gate = Arc::new(crate::gate::Gate::new(redis.clone(), &ns, cfg.gate));
+        let gate = Arc::new(law_gate(redis.clone(), &oc, &ns, cfg.gate)?);
         let history = crate::history::RedisHistory::new(redis.clone(), &ns).with_secret(oc.clone());
         let law = LawClient::new(&cfg.law, oc.clone(), gate)?.with_history(Arc::new(history));
         let queue = RetryQueue::new(redis, &ns).with_secret(oc);

@@ -14,38 +14,52 @@
 //!
 //! A waiting caller costs two round trips per grant (reserve, confirm), independent of how
 //! many others wait; the confirmation exists so that a cooldown set while a caller sleeps
-//! also holds that caller back, and so that no two calls start closer than
-//! interval − tolerance on Redis' clock whoever wakes late. The gate keeps two schedules
-//! for that: reservations paced at the interval, and the starts that really happened.
+//! also holds that caller back, and so that no two calls start closer than the interval on
+//! Redis' clock whoever wakes late. The gate keeps two schedules for that: reservations
+//! paced at interval + tolerance, and the starts that really happened, paced at the
+//! interval. A holder up to the tolerance late therefore holds nobody back.
 //!
 //! ```text
-//!   interval 1000, tolerance 5; B wakes 30 ms late (a busy CPU)
-//!   caller B   :  slot 1000, confirms at 1030 → go (nobody started since 0)
-//!   caller C   :  slot 2000, confirms at 2000 → wait until 1030 + 995 = 2025, then go
-//!   caller D   :  slot 3000, confirms at 3000 → wait until 2025 + 995 = 3020, then go
+//!   interval 1000, tolerance 10; B wakes 40 ms late (a busy CPU)
+//!   caller B   :  slot 1010, confirms at 1050 → go (nobody started since 0)
+//!   caller C   :  slot 2020, confirms at 2020 → wait until 1050 + 1000 = 2050, then go
+//!   caller D   :  slot 3030, confirms at 3030 → wait until 2050 + 1000 = 3050, then go
 //!   ...            the overrun shrinks by the tolerance per slot; no slot is left idle
 //! ```
 //!
 //! A late waiter therefore never costs a slot: it starts in the gap it left, and the calls
-//! after it move back by what it overran, one more round trip each (at most about
-//! (interval − tolerance) / tolerance of them per late start). Only a caller that slept
-//! past its slot while another call started in it queues again at the back. An
-//! uncontended caller costs one round trip.
+//! after it move back by what it overran beyond the tolerance, one more round trip each. A
+//! holder only moved back may wait up to one pace past its own bound (never past its
+//! deadline), so a move does not turn into a refusal; a holder refused anyway hands its slot
+//! back when nobody reserved after it. Only a caller that slept past its slot while another
+//! call started in it queues again at the back. An uncontended caller costs one round trip.
+//!
+//! A grant is good for [`crate::policy::grant_validity`]: a caller that could not send in
+//! that time (its CPU was taken away) gives the start back ([`Gate::give_back`]) and asks
+//! again, so that it never arrives at the upstream late, next to the following on-time call.
+//!
+//! The state carries a format version; a script refuses a state newer than it knows
+//! (`NEWER`) and a field that is not a finite time (`CORRUPT`). A missing state (deleted,
+//! evicted, lost in a failover) opens with one interval of quiet.
 
 mod scripts;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::sync::OnceCell;
+
 use crate::config::GateConfig;
 use crate::deadline::Deadline;
-use crate::keys::Namespace;
+use crate::keys::GateKey;
+use crate::policy::GATE_STATE_IDLE_TTL;
 use crate::store::{RedisConn, StoreError};
 
 /// Why a slot was not granted. The upstream must not be called.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GateError {
-    /// Redis could not be asked; without a grant there is no call.
+    /// Redis could not be asked (or its gate state is corrupt or newer than this release);
+    /// without a grant there is no call.
     #[error("rate gate unavailable: {0}; the upstream was not called")]
     Unavailable(#[from] StoreError),
     /// The next slot is further away than the caller may wait. Nothing was reserved.
@@ -82,8 +96,8 @@ impl GateError {
 pub struct Grant {
     /// The slot's start: its reservation, or where a late call before it moved it.
     pub slot_us: u64,
-    /// Redis' time when the grant was confirmed (>= slot). Grants are at least
-    /// interval − tolerance apart (beyond the burst).
+    /// Redis' time when the grant was confirmed (>= slot). Grants are at least the
+    /// interval apart (beyond the burst).
     pub granted_at_us: u64,
     /// Time this caller spent waiting.
     pub waited: Duration,
@@ -92,8 +106,22 @@ pub struct Grant {
     pub round_trips: u32,
     /// Times this caller's slot changed before the grant: moved back behind a call that
     /// started late, or lost to a cooldown set while it slept, to a reset gate state, or
-    /// by waking after the next holder had already started.
+    /// by sleeping past it while another call started in it.
     pub reslotted: u32,
+    /// When the grant's reply arrived, on this process' clock: see [`Grant::age`].
+    pub received: tokio::time::Instant,
+    epoch: u64,
+    sat_before: u64,
+    sat_after: u64,
+}
+
+impl Grant {
+    /// Time since the grant arrived. A start sent later than
+    /// [`crate::policy::grant_validity`] after it may arrive next to the following one:
+    /// give it back ([`Gate::give_back`]) and ask again.
+    pub fn age(&self) -> Duration {
+        self.received.elapsed()
+    }
 }
 
 /// The cooldown in force after [`Gate::defer`].
@@ -112,8 +140,10 @@ pub struct GateStatus {
     pub now_us: u64,
     /// Time until a fresh caller would be granted a slot.
     pub next_slot_in: Duration,
-    /// Remaining cooldown, if any.
+    /// Remaining cooldown, if any (a fresh state's quiet shows as one).
     pub cooldown: Option<Duration>,
+    /// No state yet: the first caller waits one interval of quiet.
+    pub fresh: bool,
 }
 
 /// Counters since this gate was built, for metrics and benchmarks.
@@ -124,6 +154,7 @@ struct Counters {
     refusals: AtomicU64,
     waited_us: AtomicU64,
     reslotted: AtomicU64,
+    given_back: AtomicU64,
 }
 
 /// A snapshot of the counters.
@@ -135,6 +166,8 @@ pub struct GateStats {
     pub waited: Duration,
     /// Slots moved behind a late start or lost before a grant ([`Grant::reslotted`]).
     pub reslotted: u64,
+    /// Grants given back unsent ([`Gate::give_back`]).
+    pub given_back: u64,
 }
 
 /// Guards against a state that would keep a caller looping (clock jumps, a buggy script):
@@ -147,24 +180,44 @@ const MAX_CALLS_PER_ACQUIRE: u32 = 16;
 pub struct Gate {
     conn: RedisConn,
     key: String,
+    /// A state kept by the release before under another key, taken over once.
+    legacy: Option<String>,
+    adopted: OnceCell<()>,
     cfg: GateConfig,
     counters: Counters,
 }
 
 impl Gate {
-    /// A gate for the upstream that `ns` names, over `conn`.
-    pub fn new(conn: RedisConn, ns: &Namespace, cfg: GateConfig) -> Self {
+    /// A gate whose state lives at `key` ([`GateKey::for_secret`] for an API key's gate,
+    /// or a namespace's), over `conn`.
+    pub fn new(conn: RedisConn, key: impl Into<GateKey>, cfg: GateConfig) -> Self {
         Self {
             conn,
-            key: ns.gate(),
+            key: key.into().as_str().to_owned(),
+            legacy: None,
+            adopted: OnceCell::new(),
             cfg,
             counters: Counters::default(),
         }
     }
 
+    /// Before its first operation, this gate takes over the schedule and cooldown of the
+    /// state at `legacy` (the key the release before kept per environment), so that a
+    /// roll keeps the spacing and the cooldown the old state promised. Once per process;
+    /// a missing or past legacy state costs one round trip.
+    pub fn adopting(mut self, legacy: String) -> Self {
+        self.legacy = Some(legacy);
+        self
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &GateConfig {
         &self.cfg
+    }
+
+    /// The Redis key of the state.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
     /// Waits for a slot, at most `max_wait` and never past `deadline`. On error nothing
@@ -173,16 +226,27 @@ impl Gate {
         self.acquire_within(deadline, self.cfg.max_wait).await
     }
 
-    /// [`Gate::acquire`] with another wait bound than the configured `max_wait`.
+    /// [`Gate::acquire`] with another wait bound than the configured `max_wait`. A holder
+    /// whose slot was moved back behind a late start may wait up to one pace (interval +
+    /// tolerance) past the bound, never past the deadline.
     #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
     pub async fn acquire_within(&self, deadline: Deadline, max_wait: Duration) -> Result<Grant, GateError> {
+        self.adopt_once().await?;
         let started = tokio::time::Instant::now();
         let bound = deadline.cap(max_wait);
+        let pace = self.cfg.interval + self.cfg.tolerance;
         let (mut held, mut epoch): (u64, u64) = (0, 0);
         let mut reslotted = 0;
         for call in 1..=MAX_CALLS_PER_ACQUIRE {
             let spent = started.elapsed();
-            let allowed = bound.saturating_sub(spent);
+            let allowed = if held == 0 {
+                bound.saturating_sub(spent)
+            } else {
+                // A moved holder: one pace more, but the deadline is the deadline.
+                deadline
+                    .cap(Duration::MAX)
+                    .min(bound.saturating_sub(spent) + pace)
+            };
             let reply = self.call_acquire(allowed, held, epoch).await?;
             if held != 0 && reply.slot != held {
                 reslotted += 1;
@@ -199,6 +263,10 @@ impl Gate {
                         waited: started.elapsed(),
                         round_trips: call,
                         reslotted,
+                        received: anchor,
+                        epoch: reply.epoch,
+                        sat_before: reply.sat_before,
+                        sat_after: reply.sat_after,
                     };
                     self.counters.grants.fetch_add(1, Ordering::Relaxed);
                     self.counters
@@ -244,6 +312,30 @@ impl Gate {
         })
     }
 
+    /// Gives back a grant that was not sent, so its start does not count and the next
+    /// holder may start an interval after the one before it. True when given back; false
+    /// when another start was granted since, and this one keeps counting (only ever safe).
+    pub async fn give_back(&self, grant: &Grant) -> Result<bool, GateError> {
+        let mut conn = self.conn.clone();
+        let given: i64 = scripts::RELEASE
+            .key(&self.key)
+            .arg(grant.sat_before)
+            .arg(grant.sat_after)
+            .arg(grant.epoch)
+            .arg(grant.slot_us)
+            .arg(micros(self.cfg.interval))
+            .arg(self.cfg.burst)
+            .arg(micros(self.cfg.tolerance))
+            .arg(idle_ms())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(StoreError::from)?;
+        if given == 1 {
+            self.counters.given_back.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(given == 1)
+    }
+
     async fn call_acquire(
         &self,
         allowed: Duration,
@@ -260,16 +352,22 @@ impl Gate {
             .arg(held)
             .arg(micros(self.cfg.tolerance))
             .arg(epoch)
+            .arg(idle_ms())
             .invoke_async(&mut conn)
             .await?;
+        let u = |x: i64| x.max(0) as u64;
         match v.as_slice() {
-            &[code, slot, now, cool, epoch] if (0..=2).contains(&code) => Ok(AcquireReply {
-                code,
-                slot: slot.max(0) as u64,
-                now: now.max(0) as u64,
-                cool: cool.max(0) as u64,
-                epoch: epoch.max(0) as u64,
-            }),
+            &[code, slot, now, cool, epoch, sat_before, sat_after] if (0..=2).contains(&code) => {
+                Ok(AcquireReply {
+                    code,
+                    slot: u(slot),
+                    now: u(now),
+                    cool: u(cool),
+                    epoch: u(epoch),
+                    sat_before: u(sat_before),
+                    sat_after: u(sat_after),
+                })
+            }
             _ => Err(StoreError::Protocol("gate_acquire reply")),
         }
     }
@@ -277,6 +375,7 @@ impl Gate {
     /// Starts or extends the cluster-wide cooldown to at least `d` from now. Never
     /// shortens one in force; callers already holding a slot inside it are held back.
     pub async fn defer(&self, d: Duration) -> Result<Cooldown, GateError> {
+        self.adopt_once().await?;
         let mut conn = self.conn.clone();
         let v: Vec<i64> = scripts::DEFER
             .key(&self.key)
@@ -284,6 +383,7 @@ impl Gate {
             .arg(micros(self.cfg.interval))
             .arg(self.cfg.burst)
             .arg(micros(self.cfg.tolerance))
+            .arg(idle_ms())
             .invoke_async(&mut conn)
             .await
             .map_err(StoreError::from)?;
@@ -305,45 +405,97 @@ impl Gate {
 
     /// The state as seen now on the holder's clock.
     pub async fn status(&self) -> Result<GateStatus, GateError> {
+        self.adopt_once().await?;
+        let raw = self.read(&self.key).await?;
+        Ok(GateStatus {
+            now_us: raw.now,
+            next_slot_in: Duration::from_micros(raw.next_start.saturating_sub(raw.now)),
+            cooldown: (raw.cool > raw.now).then(|| Duration::from_micros(raw.cool - raw.now)),
+            fresh: raw.fresh,
+        })
+    }
+
+    async fn read(&self, key: &str) -> Result<StatusReply, StoreError> {
         let mut conn = self.conn.clone();
         let v: Vec<i64> = scripts::STATUS
-            .key(&self.key)
+            .key(key)
+            .arg(micros(self.cfg.interval))
+            .arg(self.cfg.burst)
+            .arg(micros(self.cfg.tolerance))
             .invoke_async(&mut conn)
-            .await
-            .map_err(StoreError::from)?;
-        let &[now, tat, cool, sat] = v.as_slice() else {
-            return Err(StoreError::Protocol("gate_status reply").into());
+            .await?;
+        let u = |x: i64| x.max(0) as u64;
+        match v.as_slice() {
+            &[now, next_start, cool, fresh, tat, sat] => Ok(StatusReply {
+                now: u(now),
+                next_start: u(next_start),
+                cool: u(cool),
+                fresh: fresh == 1,
+                tat: u(tat),
+                sat: u(sat),
+            }),
+            _ => Err(StoreError::Protocol("gate_status reply")),
+        }
+    }
+
+    /// Takes over the legacy state once (see [`Gate::adopting`]). Redis being unreachable
+    /// fails the operation (and is tried again next time); a legacy state that cannot be
+    /// read is reported once and left alone: it is the old release's, not this gate's.
+    async fn adopt_once(&self) -> Result<(), StoreError> {
+        let Some(legacy) = &self.legacy else {
+            return Ok(());
         };
-        let extra = i64::from(self.cfg.burst) - 1;
-        let tau = micros(self.cfg.interval) as i64 * extra;
-        let start_tau = micros(self.cfg.interval.saturating_sub(self.cfg.tolerance)) as i64 * extra;
-        let next = (tat - tau)
-            .max(sat - start_tau)
-            .max(cool)
-            .saturating_sub(now)
-            .max(0);
-        Ok(GateStatus {
-            now_us: now.max(0) as u64,
-            next_slot_in: Duration::from_micros(next as u64),
-            cooldown: (cool > now).then(|| Duration::from_micros((cool - now) as u64)),
-        })
+        self.adopted
+            .get_or_try_init(|| async {
+                let old = match self.read(legacy).await {
+                    Ok(old) => old,
+                    Err(e @ (StoreError::Corrupt(_) | StoreError::Newer(_))) => {
+                        tracing::warn!(error = %e, "rate gate: the previous release's gate state is unreadable; not taken over");
+                        return Ok(());
+                    }
+                    Err(e) => return Err(e),
+                };
+                if old.fresh {
+                    return Ok(());
+                }
+                let mut conn = self.conn.clone();
+                let taken: i64 = scripts::ADOPT
+                    .key(&self.key)
+                    .arg(old.tat)
+                    .arg(old.sat)
+                    .arg(old.cool)
+                    .arg(micros(self.cfg.interval))
+                    .arg(self.cfg.burst)
+                    .arg(micros(self.cfg.tolerance))
+                    .arg(idle_ms())
+                    .invoke_async(&mut conn)
+                    .await?;
+                if taken == 1 {
+                    tracing::info!("rate gate: took over the previous release's schedule and cooldown");
+                }
+                Ok(())
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Counters since this gate was built.
     pub fn stats(&self) -> GateStats {
+        let c = &self.counters;
         GateStats {
-            round_trips: self.counters.round_trips.load(Ordering::Relaxed),
-            grants: self.counters.grants.load(Ordering::Relaxed),
-            refusals: self.counters.refusals.load(Ordering::Relaxed),
-            waited: Duration::from_micros(self.counters.waited_us.load(Ordering::Relaxed)),
-            reslotted: self.counters.reslotted.load(Ordering::Relaxed),
+            round_trips: c.round_trips.load(Ordering::Relaxed),
+            grants: c.grants.load(Ordering::Relaxed),
+            refusals: c.refusals.load(Ordering::Relaxed),
+            waited: Duration::from_micros(c.waited_us.load(Ordering::Relaxed)),
+            reslotted: c.reslotted.load(Ordering::Relaxed),
+            given_back: c.given_back.load(Ordering::Relaxed),
         }
     }
 }
 
 /// tokio's timer fires on millisecond ticks, typically 1-2 ms after the deadline: enough
-/// to overrun a 2 ms tolerance and hold back the next caller. So sleep on the timer to just short of the
-/// slot, then yield until it: at most [`SPIN_LEAD`] of polling per grant.
+/// to overrun a 2 ms tolerance and hold back the next caller. So sleep on the timer to
+/// just short of the slot, then yield until it: at most [`SPIN_LEAD`] of polling per grant.
 async fn sleep_precisely_until(target: tokio::time::Instant) {
     if let Some(coarse) = target.checked_sub(SPIN_LEAD) {
         tokio::time::sleep_until(coarse).await;
@@ -362,6 +514,21 @@ struct AcquireReply {
     now: u64,
     cool: u64,
     epoch: u64,
+    sat_before: u64,
+    sat_after: u64,
+}
+
+struct StatusReply {
+    now: u64,
+    next_start: u64,
+    cool: u64,
+    fresh: bool,
+    tat: u64,
+    sat: u64,
+}
+
+fn idle_ms() -> u64 {
+    GATE_STATE_IDLE_TTL.as_millis() as u64
 }
 
 fn micros(d: Duration) -> u64 {

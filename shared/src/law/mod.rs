@@ -32,8 +32,10 @@ use tracing::Instrument;
 use crate::config::GateConfig;
 use crate::config::LawApiConfig;
 use crate::deadline::Deadline;
-use crate::gate::{Gate, GateError};
-use crate::policy::{BACKOFF_BASE, BACKOFF_JITTER_FRACTION, MIN_CALL_WINDOW, RETRY_AFTER_CAP};
+use crate::gate::{Gate, GateError, Grant};
+use crate::policy::{
+    BACKOFF_BASE, BACKOFF_JITTER_FRACTION, MAX_STALE_GRANTS, MIN_CALL_WINDOW, RETRY_AFTER_CAP,
+};
 use crate::secret::Secret;
 use http::{Attempt, Transport};
 
@@ -69,6 +71,11 @@ pub struct CallEvent {
     pub took: Duration,
     /// The cluster-wide cooldown this attempt set (after a 429).
     pub cooldown: Option<Duration>,
+    /// From the gate's grant arriving to the request being handed to the transport:
+    /// never more than [`crate::policy::grant_validity`] (a staler grant is given back).
+    pub grant_to_send: Duration,
+    /// Grants given back unsent before this one, for being stale.
+    pub given_back: u32,
 }
 
 /// Sees every attempt the client makes: for metrics, timelines and the local runtime.
@@ -167,6 +174,37 @@ impl LawClient {
         result
     }
 
+    /// A grant young enough to send on: one that is older than
+    /// [`crate::policy::grant_validity`] by the time it could be used (the process was
+    /// descheduled, or paused) is given back and asked for again, so a late send never
+    /// lands next to the following on-time one. Returns the grant and how many were given
+    /// back before it; the wait bound counts from the first ask.
+    async fn fresh_grant(&self, deadline: Deadline, bound: Duration) -> Result<(Grant, u32), GateError> {
+        let validity = crate::policy::grant_validity(self.gate.config().interval);
+        let asked = Instant::now();
+        let mut given_back = 0;
+        loop {
+            let left = bound.saturating_sub(asked.elapsed());
+            let grant = self
+                .gate
+                .acquire_within(deadline.earlier_by(MIN_CALL_WINDOW), left)
+                .await?;
+            if grant.age() <= validity {
+                return Ok((grant, given_back));
+            }
+            self.gate.give_back(&grant).await?;
+            given_back += 1;
+            if given_back >= MAX_STALE_GRANTS {
+                // The process cannot send on time: better parked than late.
+                return Err(GateError::Unsettled {
+                    calls: grant.round_trips,
+                    reslotted: given_back,
+                });
+            }
+            tracing::debug!(given_back, "rate gate: grant went stale before it could be sent; given back");
+        }
+    }
+
     /// The retry loop around single attempts.
     async fn call(
         &self,
@@ -183,12 +221,8 @@ impl LawClient {
             }
             // The slot must leave room for the call itself before the deadline.
             let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
-            let waited = match self
-                .gate
-                .acquire_within(deadline.earlier_by(MIN_CALL_WINDOW), bound)
-                .await
-            {
-                Ok(grant) => grant.waited,
+            let (grant, given_back) = match self.fresh_grant(deadline, bound).await {
+                Ok(g) => g,
                 // On a retry, keep what the earlier attempts learned.
                 Err(GateError::WaitTooLong { wait, .. }) if attempt > 0 => {
                     return Err(LawError::TryLater {
@@ -199,6 +233,7 @@ impl LawClient {
                 }
                 Err(e) => return Err(e.into()),
             };
+            let waited = grant.waited;
             let span = tracing::info_span!(
                 "law.call",
                 endpoint = endpoint.name(),
@@ -206,6 +241,7 @@ impl LawClient {
                 status = tracing::field::Empty
             );
             let (started_at, sent) = (SystemTime::now(), Instant::now());
+            let grant_to_send = grant.age();
             let outcome = self
                 .transport
                 .attempt(endpoint, &self.oc, params, deadline)
@@ -221,6 +257,8 @@ impl LawClient {
                         status,
                         took: sent.elapsed(),
                         cooldown,
+                        grant_to_send,
+                        given_back,
                     });
                 }
             };
