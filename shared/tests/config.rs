@@ -20,7 +20,8 @@ fn load(pairs: &[(&str, &str)]) -> Result<Config, lawsync::ConfigError> {
 fn defaults_follow_the_brief() {
     let c = load(&[("LAW_API_OC", KEY)]).expect("valid");
     assert_eq!(c.law.base_url.as_str(), "https://www.law.go.kr/");
-    assert_eq!(c.gate.interval, Duration::from_millis(1000));
+    // 50 ms over law.go.kr's 1 s rule, for the network and a grant's validity.
+    assert_eq!(c.gate.interval, Duration::from_millis(1050));
     assert_eq!(c.gate.burst, 1);
     assert_eq!(c.gate.max_wait, Duration::from_secs(30));
     assert_eq!(c.law.max_attempts, 3);
@@ -68,6 +69,9 @@ fn every_bad_value_names_its_variable() {
         ("LAW_API_REQUEST_INTERVAL_MS", "3600001"),
         ("LAW_API_MAX_WAIT_MS", "900001"),
         ("LAW_API_GATE_TOLERANCE_MS", "1000"),
+        // Past 100 ms, or a quarter of the interval, it is no longer wake-up noise.
+        ("LAW_API_GATE_TOLERANCE_MS", "101"),
+        ("LAW_API_GATE_TOLERANCE_MS", "999"),
         ("LAW_API_GATE_TOLERANCE_MS", "0"),
     ];
     for (var, value) in cases {
@@ -90,23 +94,34 @@ fn the_gate_tolerance_follows_the_interval_unless_set() {
     };
     assert_eq!(
         tol(&[]),
-        Duration::from_millis(50),
-        "a tenth of 1 s, capped at 50 ms"
+        Duration::from_millis(10),
+        "a hundredth of 1050 ms, capped at 10 ms"
     );
     assert_eq!(
         tol(&[("LAW_API_REQUEST_INTERVAL_MS", "20")]),
         Duration::from_millis(2)
     );
     assert_eq!(
-        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "5")]),
+        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "10")]),
         Duration::from_millis(2),
         "2 ms floor"
     );
     assert_eq!(
-        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "2")]),
+        tol(&[("LAW_API_REQUEST_INTERVAL_MS", "4")]),
         Duration::from_millis(1),
-        "at most half the interval"
+        "at most a quarter of the interval"
     );
+    let err = load(&[
+        ("LAW_API_OC", KEY),
+        ("LAW_API_REQUEST_INTERVAL_MS", "1000"),
+        ("LAW_API_GATE_TOLERANCE_MS", "999"),
+    ])
+    .expect_err("999 of 1000 is not wake-up noise");
+    assert!(
+        err.to_string().contains("at most 100 ms and at most a quarter"),
+        "{err}"
+    );
+
     assert_eq!(
         tol(&[("LAW_API_GATE_TOLERANCE_MS", "7")]),
         Duration::from_millis(7)

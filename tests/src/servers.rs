@@ -311,7 +311,8 @@ pub fn workspace_bin(name: &str) -> std::path::PathBuf {
 }
 
 /// The environment a deployment gives the functions, for spawning `lawsync` as a real
-/// process: the key, the upstream, the gate's interval with a 10 ms tolerance, Redis, the
+/// process: the key, the upstream, the gate's interval with a 10 ms tolerance (less for an
+/// interval under 40 ms), Redis, the
 /// namespace, moto with test credentials, `PATH` and `RUST_LOG=info`. Nothing else of the
 /// test's own environment reaches the child. Tests add or replace entries with
 /// [`LawsyncEnv::set`] (queues, where documents go, drain pacing, wait bounds).
@@ -326,7 +327,8 @@ impl LawsyncEnv {
             ("LAW_API_OC", oc.to_owned()),
             ("LAW_API_BASE_URL", base_url.to_owned()),
             ("LAW_API_REQUEST_INTERVAL_MS", interval_ms.to_string()),
-            ("LAW_API_GATE_TOLERANCE_MS", "10".to_owned()),
+            // 10 ms, or the most a short test interval allows (a quarter of it).
+            ("LAW_API_GATE_TOLERANCE_MS", (interval_ms / 4).min(10).to_string()),
             ("REDIS_URL", redis_url.to_owned()),
             ("APP_ENV", app_env.to_owned()),
             ("AWS_ENDPOINT_URL", moto_url()),
@@ -421,4 +423,17 @@ pub async fn queue_counts(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<(u64, 
         count(A::ApproximateNumberOfMessages)?,
         count(A::ApproximateNumberOfMessagesNotVisible)?,
     ))
+}
+
+/// Writes an idle gate state at `key` (format 2, nothing reserved, no cooldown), as a gate
+/// that has been in use looks once it is quiet: its first caller goes at once, where a
+/// missing state would open with one interval of quiet. For tests about what follows the
+/// first grant.
+pub async fn settle_gate(conn: &mut RedisConn, key: &str) {
+    let _: () = redis::cmd("HSET")
+        .arg(key)
+        .arg(&[("v", 2), ("tat", 0), ("sat", 0), ("cool", 0), ("epoch", 1)])
+        .query_async(conn)
+        .await
+        .expect("HSET gate state");
 }

@@ -18,7 +18,7 @@ fn config(base: &str, extra: &[(&str, &str)]) -> Config {
         ("LAW_API_OC".into(), OC.into()),
         ("LAW_API_BASE_URL".into(), base.into()),
         ("LAW_API_REQUEST_INTERVAL_MS".into(), "30".into()),
-        ("LAW_API_GATE_TOLERANCE_MS".into(), "10".into()),
+        ("LAW_API_GATE_TOLERANCE_MS".into(), "5".into()),
         ("LAW_API_MAX_ATTEMPTS".into(), "1".into()),
     ];
     vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));

@@ -813,7 +813,6 @@ type NumVar = (&'static str, u64, fn(&Config) -> u64);
 fn numeric_vars() -> Vec<NumVar> {
     let big = u64::from(u32::MAX) * 1000;
     let ms = |d: Duration| d.as_millis() as u64;
-    let default_interval = ms(policy::DEFAULT_REQUEST_INTERVAL);
     vec![
         ("LAW_API_MAX_ATTEMPTS", 10, |c| c.law.max_attempts.into()),
         ("LAW_API_MAX_RESPONSE_BYTES", big, |c| c.law.max_response_bytes),
@@ -830,7 +829,7 @@ fn numeric_vars() -> Vec<NumVar> {
         ("LAW_API_MAX_WAIT_MS", ms(policy::MAX_WAIT_CEILING), |c| {
             c.gate.max_wait.as_millis() as u64
         }),
-        ("LAW_API_GATE_TOLERANCE_MS", default_interval - 1, |c| {
+        ("LAW_API_GATE_TOLERANCE_MS", ms(policy::MAX_GATE_TOLERANCE), |c| {
             c.gate.tolerance.as_millis() as u64
         }),
         ("REDIS_CONNECT_TIMEOUT_MS", big, |c| {

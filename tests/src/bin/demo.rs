@@ -255,7 +255,6 @@ async fn run(o: Opts) -> Result<bool, String> {
         ("LAW_API_OC", oc.clone()),
         ("LAW_API_BASE_URL", base.clone()),
         ("LAW_API_REQUEST_INTERVAL_MS", o.gate_ms.to_string()),
-        ("LAW_API_GATE_TOLERANCE_MS", "10".into()),
         ("REDIS_URL", o.redis_url.clone()),
         ("APP_ENV", app_env.clone()),
         ("SEARCH_QUEUE_URL", urls[0].clone()),
