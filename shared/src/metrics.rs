@@ -166,6 +166,7 @@ mod tests {
             cooldown: cooldown.then_some(Duration::from_secs(2)),
             grant_to_send: Duration::ZERO,
             given_back: 0,
+            granted_at_us: 0,
         }
     }
 

@@ -76,6 +76,8 @@ pub struct CallEvent {
     pub grant_to_send: Duration,
     /// Grants given back unsent before this one, for being stale.
     pub given_back: u32,
+    /// When the gate granted this start, µs on Redis' clock.
+    pub granted_at_us: u64,
 }
 
 /// Sees every attempt the client makes: for metrics, timelines and the local runtime.
@@ -259,6 +261,7 @@ impl LawClient {
                         cooldown,
                         grant_to_send,
                         given_back,
+                        granted_at_us: grant.granted_at_us,
                     });
                 }
             };

@@ -118,6 +118,9 @@ impl CallObserver for Tally {
             "attempt": event.attempt,
             "sent_ms": sent_ms,
             "waited_ms": event.waited.as_secs_f64() * 1e3,
+            "granted_at_us": event.granted_at_us,
+            "grant_to_send_us": event.grant_to_send.as_micros() as u64,
+            "given_back": event.given_back,
             "status": event.status,
         }));
     }
@@ -194,6 +197,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "round_trips": gate.round_trips,
             "refusals": gate.refusals,
             "reslotted": gate.reslotted,
+            "given_back": gate.given_back,
             "waited_ms": gate.waited.as_millis() as u64,
         },
         "interval_ms": cfg.gate.interval.as_millis() as u64,
