@@ -15,8 +15,8 @@
     ARGV[6]  epoch the held slot came with; 0 for a fresh request
     ARGV[7]  how long an idle state is kept past its last time, ms (> 0)
   Output: { code, slot, now, cool, epoch, sat_before, sat_after }
-    code 0  go: slot is granted (slot <= now); sat_before and sat_after let the caller
-            give the start back (gate_release) if it cannot send at once
+    code 0  go: slot is granted (slot <= now); now, sat_before and sat_after let the
+            caller give the start back (gate_release) if it cannot send at once
     code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
     code 2  refused: the wait would exceed ARGV[3]; nothing new is reserved, and a held
             slot that is the newest reservation is handed back to the schedule
@@ -51,7 +51,14 @@ local earliest = math.max(st.sat - (burst - 1) * interval, st.cool)
 
 local function go(slot)
   local before = st.sat
-  st.sat = math.max(st.sat, now) + interval
+  local base = math.max(st.sat, now)
+  if now >= st.cool and st.cool > st.g then
+    -- The first start since a cooldown (or a fresh state's quiet), however late: no burst
+    -- right after it.
+    base = math.max(base, now + (burst - 1) * interval)
+  end
+  st.sat = base + interval
+  st.g = now
   save_state(key, st, now, idle_ms)
   return { 0, slot, now, st.cool, st.epoch, before, st.sat }
 end

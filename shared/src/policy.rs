@@ -30,10 +30,11 @@ pub const MAX_GATE_TOLERANCE: Duration = Duration::from_millis(100);
 pub const MAX_TOLERANCE_SHARE: u32 = 4;
 /// How long a grant may wait to be sent: past it the caller gives the start back and asks
 /// again rather than arrive late at law.go.kr beside an on-time call. A twentieth of the
-/// interval, at most 5 ms: within the default interval's 50 ms margin over the rule with
-/// 45 ms to spare, and within a fast rule's margin too (1.25 ms at a 25 ms interval).
+/// interval within 2..=5 ms: 5 ms at law.go.kr's interval, inside its 50 ms margin over
+/// the rule with 45 ms to spare; 2 ms at a fast 25 ms interval against a 20 ms rule. Below
+/// 2 ms, the scheduling noise of a busy machine would give back most grants.
 pub fn grant_validity(interval: Duration) -> Duration {
-    (interval / 20).min(Duration::from_millis(5))
+    (interval / 20).clamp(Duration::from_millis(2), Duration::from_millis(5))
 }
 /// Stale grants given back in a row before a call gives up (the upstream not called, the
 /// work parked): a process that cannot send within the validity four times running is

@@ -64,6 +64,13 @@ pub fn unique_env(label: &str) -> String {
 }
 
 /// A namespace of its own for one test.
+/// An API key of its own for one test: `prefix` and a unique suffix. The gate belongs to
+/// the key, so tests that ran with one constant key in separate environments would share a
+/// gate (and each other's cooldowns); a search for `prefix` still finds any leak of it.
+pub fn unique_oc(prefix: &str) -> String {
+    format!("{prefix}-{}", unique_env("key"))
+}
+
 pub fn unique_ns(label: &str) -> Namespace {
     Namespace::new(&unique_env(label), "law-go-kr").expect("valid namespace")
 }

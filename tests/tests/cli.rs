@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use lawsync_tests::servers::{LawsyncEnv, Topology, unique_env};
+use lawsync_tests::servers::{LawsyncEnv, Topology, unique_env, unique_oc};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -17,9 +17,15 @@ struct Env {
 }
 
 fn env(upstream: &Upstream, with_key: bool) -> Env {
+    env_for(upstream, with_key, &unique_oc(OC))
+}
+
+/// A key of its own per test: the gate is the key's, and one test's cooldown must not
+/// hold back another's calls.
+fn env_for(upstream: &Upstream, with_key: bool, oc: &str) -> Env {
     let app_env = unique_env("cli");
     let docs = std::env::temp_dir().join(&app_env);
-    let mut env = LawsyncEnv::new(OC, &upstream.base_url, &Topology::Standalone.url(), &app_env, 5)
+    let mut env = LawsyncEnv::new(oc, &upstream.base_url, &Topology::Standalone.url(), &app_env, 5)
         .set("DOCUMENT_DIR", docs.display().to_string())
         .set("RUST_LOG", "debug");
     // The default tolerance for a 5 ms interval (2 ms).
@@ -64,11 +70,12 @@ async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String
 
 #[tokio::test]
 async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
+    let oc = unique_oc(OC);
     let doc =
-        json!({ "PrecService": { "판례정보일련번호": "51", "사건명": "x", "판례내용": format!("{OC}") } })
+        json!({ "PrecService": { "판례정보일련번호": "51", "사건명": "x", "판례내용": oc.clone() } })
             .to_string();
     let up = Upstream::start(vec![Reply::json(doc)], Reply::status(500)).await;
-    let env = env(&up, true);
+    let env = env_for(&up, true, &oc);
     let event = json!({ "Records": [
         { "messageId": "ok", "body": "{\"id\":\"51\"}" },
         { "messageId": "bad", "body": "not json" },
@@ -89,11 +96,12 @@ async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
     let _ = std::fs::remove_dir_all(&env.docs);
 }
 
+/// `queue` needs no key; `gate` does, since the gate belongs to the key, and says so.
 #[tokio::test]
-async fn queue_and_gate_commands_need_no_key() {
+async fn queue_commands_need_no_key_and_gate_commands_name_it() {
     let up = Upstream::start(vec![], Reply::status(500)).await;
-    let env = env(&up, false);
-    let (ok, stdout, stderr) = lawsync(&env, &["queue", "stats", "--json"], "").await;
+    let keyless = env(&up, false);
+    let (ok, stdout, stderr) = lawsync(&keyless, &["queue", "stats", "--json"], "").await;
     assert!(ok, "{stderr}");
     let stats: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(
@@ -101,6 +109,12 @@ async fn queue_and_gate_commands_need_no_key() {
         (Some(0), Some(0)),
         "{stats}"
     );
+    let (ok, _, stderr) = lawsync(&keyless, &["gate", "status"], "").await;
+    assert!(
+        !ok && stderr.contains("the gate belongs to the API key; set LAW_API_OC"),
+        "{stderr}"
+    );
+    let env = self::env(&up, true);
     let (ok, _, stderr) = lawsync(&env, &["gate", "cooldown", "--seconds", "60"], "").await;
     assert!(ok, "{stderr}");
     let (ok, stdout, _) = lawsync(&env, &["gate", "status", "--json"], "").await;
@@ -110,7 +124,7 @@ async fn queue_and_gate_commands_need_no_key() {
         status["cooldownMs"].as_u64().is_some_and(|c| c > 59_000),
         "{status}"
     );
-    let (ok, stdout, _) = lawsync(&env, &["queue", "dead"], "").await;
+    let (ok, stdout, _) = lawsync(&keyless, &["queue", "dead"], "").await;
     assert!(ok && stdout.contains("(none)"), "{stdout}");
 }
 

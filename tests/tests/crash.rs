@@ -37,7 +37,7 @@ use lawsync::keys::QueueKeys;
 use lawsync::queue::{Backoff, ErrorNote, Job, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
-use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env};
+use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env, unique_oc};
 use serde_json::{Value, json};
 
 const OC: &str = "oc-SECRET-crash4417";
@@ -202,7 +202,7 @@ async fn rig(label: &str, upstream: &Lookalike, interval_ms: u64) -> Rig {
     let dir = std::env::temp_dir().join(format!("{app_env}-out"));
     std::fs::create_dir_all(&dir).expect("output folder");
     let env = LawsyncEnv::new(
-        OC,
+        &upstream.oc,
         &upstream.base_url,
         &Topology::Standalone.url(),
         &app_env,
@@ -575,7 +575,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     eprintln!(
         "drainer crash run: {kills} kills over {valid_jobs} jobs; seed {seed} (LAWSYNC_CRASH_SEED={seed} repeats the kill points)"
     );
-    let mut la = LookalikeConfig::new(OC);
+    let mut la = LookalikeConfig::new(&unique_oc(OC));
     la.interval = Some(Duration::from_millis(50));
     let up = Lookalike::start(la).await.expect("look-alike");
     // The gate at 100 ms; each reply takes REPLY_MS, then the S3 PUT (moto, 20-40 ms here)
@@ -1024,7 +1024,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
     eprintln!(
         "detail worker crash run: {kills} kills over {messages} messages; seed {seed} (LAWSYNC_CRASH_SEED={seed} repeats the kill points)"
     );
-    let mut la = LookalikeConfig::new(OC);
+    let mut la = LookalikeConfig::new(&unique_oc(OC));
     la.interval = Some(Duration::from_millis(40));
     let up = Lookalike::start(la).await.expect("look-alike");
     let mut rig = rig("crash-detail", &up, 80).await;

@@ -23,7 +23,7 @@ use lawsync_tests::leaks::{assert_nowhere, dir_text, redis_text};
 use lawsync_tests::lookalike::{
     BODY_MARKER, Fault, Injection, Lookalike, LookalikeConfig, NO_MATCH, VERIFY_FAILED,
 };
-use lawsync_tests::servers::{Topology, create_queues, moto_sdk, unique_env};
+use lawsync_tests::servers::{Topology, create_queues, moto_sdk, unique_env, unique_oc};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::json;
 
@@ -237,7 +237,7 @@ async fn cell(upstream: &Lookalike) -> Cell {
     let slack = Upstream::start(Vec::new(), Reply::status(200)).await;
     let docs = std::env::temp_dir().join(format!("{env}-docs"));
     let vars: Vec<(&str, String)> = vec![
-        ("LAW_API_OC", OC.into()),
+        ("LAW_API_OC", upstream.oc.clone()),
         ("LAW_API_BASE_URL", upstream.base_url.clone()),
         ("LAW_API_REQUEST_INTERVAL_MS", "5".into()),
         ("LAW_API_READ_TIMEOUT_MS", "400".into()),
@@ -269,7 +269,7 @@ fn event(body: &str) -> SqsEvent {
 
 /// Runs one cell; returns the outcome and every text it left behind.
 async fn run(kind: &str, fault: Fault, span: Span, path: Path) -> (Outcome, String) {
-    let mut cfg = LookalikeConfig::new(OC);
+    let mut cfg = LookalikeConfig::new(&unique_oc(OC));
     cfg.interval = None;
     let upstream = Lookalike::start(cfg).await.expect("look-alike");
     let c = cell(&upstream).await;

@@ -182,7 +182,9 @@ async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
             tolerance: Duration::from_millis(75),
             ..cfg(300, 1, 30_000)
         };
-        let gate = Arc::new(Gate::new(topo.connect().await, &unique_ns("hold"), wide));
+        let ns = unique_ns("hold");
+        settle_gate(&mut topo.connect().await, &ns.gate()).await;
+        let gate = Arc::new(Gate::new(topo.connect().await, &ns, wide));
         let first = gate.acquire(Deadline::NONE).await.expect("first grant");
         let sleeper = {
             let gate = gate.clone();

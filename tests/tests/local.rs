@@ -11,7 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig};
-use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, queue_depth, unique_env};
+use lawsync_tests::servers::{
+    LawsyncEnv, Topology, create_queues, moto_sdk, queue_depth, unique_env, unique_oc,
+};
 use serde_json::Value;
 
 const OC: &str = "oc-SECRET-local7730";
@@ -35,7 +37,7 @@ async fn rig(upstream: &Lookalike, topology: Topology) -> Rig {
     let urls = create_queues(&sqs, &app_env).await.expect("queues");
     let docs = std::env::temp_dir().join(format!("{app_env}-docs"));
     let events = std::env::temp_dir().join(format!("{app_env}-events.jsonl"));
-    let env = LawsyncEnv::new(OC, &upstream.base_url, &topology.url(), &app_env, 60)
+    let env = LawsyncEnv::new(&upstream.oc, &upstream.base_url, &topology.url(), &app_env, 60)
         .set("LAW_API_MAX_WAIT_MS", "1500")
         .set("SEARCH_QUEUE_URL", urls[0].clone())
         .set("DETAIL_QUEUE_URL", urls[1].clone())
@@ -53,7 +55,7 @@ async fn rig(upstream: &Lookalike, topology: Topology) -> Rig {
 }
 
 fn lookalike_config() -> LookalikeConfig {
-    let mut cfg = LookalikeConfig::new(OC);
+    let mut cfg = LookalikeConfig::new(&unique_oc(OC));
     cfg.interval = Some(Duration::from_millis(30));
     cfg
 }

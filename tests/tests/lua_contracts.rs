@@ -114,8 +114,12 @@ async fn field(conn: &mut Conn, key: &str, name: &str) -> i64 {
 }
 
 /// gate_release: ARGV sat_before, sat_after, epoch, slot, interval, burst, tolerance, idle
-/// ms → 0|1.
+/// ms, grant's now → 0|1.
 async fn release(conn: &mut Conn, key: &str, go: &[i64], epoch: i64) -> i64 {
+    release_b(conn, key, go, epoch, 1).await
+}
+
+async fn release_b(conn: &mut Conn, key: &str, go: &[i64], epoch: i64, burst: i64) -> i64 {
     script(RELEASE)
         .key(key)
         .arg(go[5])
@@ -123,9 +127,10 @@ async fn release(conn: &mut Conn, key: &str, go: &[i64], epoch: i64) -> i64 {
         .arg(epoch)
         .arg(go[1])
         .arg(SEC)
-        .arg(1)
+        .arg(burst)
         .arg(TOL)
         .arg(IDLE_MS)
+        .arg(go[2])
         .invoke_async(conn)
         .await
         .expect("gate_release")
@@ -483,5 +488,102 @@ async fn gate_defer_adopt_and_status_follow_their_headers() {
         assert_eq!(taken, 1, "{topo:?}");
         let st3 = status(&mut conn, &key3).await;
         assert_eq!((st3[2], st3[4], st3[5]), (now + 3 * SEC, now + 4 * SEC, now + 3 * SEC), "{topo:?}");
+    }
+}
+
+/// gate_acquire with a burst (review findings): a grant given back twice gives back one
+/// start only, and the first start after a cooldown leaves no burst behind it, however
+/// late it came.
+#[tokio::test]
+async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_burst() {
+    const BURST: i64 = 3;
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let key = unique_ns("lua").gate();
+        let now = redis_now(&mut conn, &key).await;
+        // Two of the three burst starts used: sat two intervals ahead.
+        set_state(&mut conn, &key, now, now + 2 * SEC, 0, 1).await;
+        let burst_acquire = |conn: &mut Conn, held: i64, epoch: i64| {
+            let key = key.clone();
+            let mut c = conn.clone();
+            async move {
+                script(ACQUIRE)
+                    .key(&key)
+                    .arg(SEC)
+                    .arg(BURST)
+                    .arg(30 * SEC)
+                    .arg(held)
+                    .arg(TOL)
+                    .arg(epoch)
+                    .arg(IDLE_MS)
+                    .invoke_async::<Vec<i64>>(&mut c)
+                    .await
+                    .expect("gate_acquire")
+            }
+        };
+        let a = burst_acquire(&mut conn, 0, 0).await;
+        assert_eq!(a[0], 0, "{topo:?}: the third burst start: {a:?}");
+        assert_eq!(release_b(&mut conn, &key, &a, a[4], BURST).await, 1, "{topo:?}");
+        let c = burst_acquire(&mut conn, 0, 0).await;
+        assert_eq!(c[0], 0, "{topo:?}: the start given back is taken: {c:?}");
+        assert_eq!((c[5], c[6]), (a[5], a[6]), "{topo:?}: the same pair as A's");
+        assert_eq!(
+            release_b(&mut conn, &key, &a, a[4], BURST).await,
+            0,
+            "{topo:?}: A given back again would erase C, which was sent"
+        );
+        let d = burst_acquire(&mut conn, 0, 0).await;
+        assert_eq!(d[0], 1, "{topo:?}: a fourth start inside the burst window: {d:?}");
+
+        // A cooldown; the first holder after it confirms 900 ms late; the next holder, on
+        // its slot, must still wait a whole interval after that late start.
+        let key2 = unique_ns("lua").gate();
+        set_state(&mut conn, &key2, 0, 0, 0, 1).await;
+        let d2: Vec<i64> = script(DEFER)
+            .key(&key2)
+            .arg(SEC / 10)
+            .arg(SEC)
+            .arg(BURST)
+            .arg(TOL)
+            .arg(IDLE_MS)
+            .invoke_async(&mut conn)
+            .await
+            .expect("defer");
+        let (cool, epoch) = (d2[0], 1);
+        sleep_until_redis(&mut conn, &key2, cool + 300_000).await;
+        let key2c = key2.clone();
+        let first = {
+            let mut c = conn.clone();
+            script(ACQUIRE)
+                .key(&key2c)
+                .arg(SEC)
+                .arg(BURST)
+                .arg(30 * SEC)
+                .arg(cool)
+                .arg(TOL)
+                .arg(epoch)
+                .arg(IDLE_MS)
+                .invoke_async::<Vec<i64>>(&mut c)
+                .await
+                .expect("acquire")
+        };
+        assert_eq!(first[0], 0, "{topo:?}: the late first holder goes: {first:?}");
+        let next = {
+            let mut c = conn.clone();
+            script(ACQUIRE)
+                .key(&key2c)
+                .arg(SEC)
+                .arg(BURST)
+                .arg(30 * SEC)
+                .arg(0)
+                .arg(TOL)
+                .arg(0)
+                .arg(IDLE_MS)
+                .invoke_async::<Vec<i64>>(&mut c)
+                .await
+                .expect("acquire")
+        };
+        assert_eq!(next[0], 1, "{topo:?}: a burst right after the cooldown: {next:?}");
+        assert!(next[1] >= first[2] + SEC, "{topo:?}: {next:?} after {first:?}");
     }
 }

@@ -8,8 +8,12 @@
     sat    the same for starts (paced at the interval: no two starts closer, beyond a burst)
     cool   cooldown end: no slot starts before it
     epoch  when this state was created: a slot is honoured only by the state that issued it
+    g      when the last start was granted (0: none, or given back); identifies that grant
+           to gate_release, and tells the first start after a cooldown
   A missing state is a fresh one: it opens with one interval of quiet (as a cooldown), so a
-  deleted, evicted or failed-over key never lets a call start right after the last one.
+  deleted or evicted key, or a failover to a replica that never had it, never lets a call
+  start right after the last one. (A replica holding an older copy is not a missing state:
+  see docs/gate.md for what a failover cannot keep.)
   Errors:
     CORRUPT  a field is not a finite number in 0..2^53 (nan, inf, 1e400, text, negatives)
     NEWER    v is newer than this release understands: some instance runs newer code ]]
@@ -34,15 +38,16 @@ local function as_time(raw)
   return n
 end
 
--- { tat, sat, cool, epoch, fresh } or raises CORRUPT / NEWER; interval, burst and tolerance
+-- { tat, sat, cool, epoch, g, fresh } or raises CORRUPT / NEWER; interval, burst and tolerance
 -- (µs) shape the quiet of a fresh state and migrate a v1 one.
 local function read_state(key, now, interval, burst, tolerance)
-  local raw = rcall('HMGET', key, 'v', 'tat', 'sat', 'cool', 'epoch')
+  local raw = rcall('HMGET', key, 'v', 'tat', 'sat', 'cool', 'epoch', 'g')
   local v = as_time(raw[1])
   local tat, sat, cool, epoch = as_time(raw[2]), as_time(raw[3]), as_time(raw[4]), as_time(raw[5])
-  if v == false or tat == false or sat == false or cool == false or epoch == false
+  local g = as_time(raw[6])
+  if v == false or tat == false or sat == false or cool == false or epoch == false or g == false
     or (v and (v < 1 or v ~= math.floor(v))) then
-    error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool and epoch must be finite '
+    error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool, epoch and g must be finite '
       .. 'numbers in 0..2^53; deleting the key costs one interval of quiet and any cooldown in force' })
   end
   if v and v > GATE_VERSION then
@@ -53,14 +58,15 @@ local function read_state(key, now, interval, burst, tolerance)
     -- Fresh: one interval of quiet, held like a cooldown (no burst at its end).
     cool = now + interval
     return { tat = cool + (burst - 1) * (interval + tolerance), sat = cool + (burst - 1) * interval,
-      cool = cool, epoch = now, fresh = true }
+      cool = cool, epoch = now, g = 0, fresh = true }
   end
   if (v or 1) < 2 and sat then
     -- v1's sat is the last start + (interval − its tolerance); that tolerance is unknown
     -- here but was below the interval, so a whole interval more is the safe reading.
     sat = sat + interval
   end
-  return { tat = tat or 0, sat = sat or 0, cool = cool or 0, epoch = epoch or now, fresh = false }
+  return { tat = tat or 0, sat = sat or 0, cool = cool or 0, epoch = epoch or now, g = g or 0,
+    fresh = false }
 end
 
 -- Writes the state and keeps it idle_ms past its last time, so a quiet gate keeps its
@@ -68,6 +74,6 @@ end
 local function save_state(key, st, now, idle_ms)
   rcall('HSET', key, 'v', GATE_VERSION, 'tat', string.format('%.0f', st.tat),
     'sat', string.format('%.0f', st.sat), 'cool', string.format('%.0f', st.cool),
-    'epoch', string.format('%.0f', st.epoch))
+    'epoch', string.format('%.0f', st.epoch), 'g', string.format('%.0f', st.g))
   rcall('PEXPIRE', key, math.floor((math.max(st.tat, st.sat, st.cool) - now) / 1000) + idle_ms)
 end

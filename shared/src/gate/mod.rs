@@ -229,13 +229,35 @@ impl Gate {
     /// [`Gate::acquire`] with another wait bound than the configured `max_wait`. A holder
     /// whose slot was moved back behind a late start may wait up to one pace (interval +
     /// tolerance) past the bound, never past the deadline.
-    #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
     pub async fn acquire_within(&self, deadline: Deadline, max_wait: Duration) -> Result<Grant, GateError> {
+        self.acquire_from(deadline, max_wait, (0, 0)).await
+    }
+
+    /// After [`Gate::give_back`]: asks for the same slot again, as its holder, so that the
+    /// start given back is taken at once when nobody has started since, instead of queueing
+    /// at the back and leaving that slot idle. Bounds as [`Gate::acquire_within`].
+    pub async fn acquire_again(
+        &self,
+        given_back: &Grant,
+        deadline: Deadline,
+        max_wait: Duration,
+    ) -> Result<Grant, GateError> {
+        self.acquire_from(deadline, max_wait, (given_back.slot_us, given_back.epoch))
+            .await
+    }
+
+    #[tracing::instrument(name = "gate.acquire", skip_all, fields(waited_ms, round_trips))]
+    async fn acquire_from(
+        &self,
+        deadline: Deadline,
+        max_wait: Duration,
+        holding: (u64, u64),
+    ) -> Result<Grant, GateError> {
         self.adopt_once().await?;
         let started = tokio::time::Instant::now();
         let bound = deadline.cap(max_wait);
         let pace = self.cfg.interval + self.cfg.tolerance;
-        let (mut held, mut epoch): (u64, u64) = (0, 0);
+        let (mut held, mut epoch): (u64, u64) = holding;
         let mut reslotted = 0;
         for call in 1..=MAX_CALLS_PER_ACQUIRE {
             let spent = started.elapsed();
@@ -327,6 +349,7 @@ impl Gate {
             .arg(self.cfg.burst)
             .arg(micros(self.cfg.tolerance))
             .arg(idle_ms())
+            .arg(grant.granted_at_us)
             .invoke_async(&mut conn)
             .await
             .map_err(StoreError::from)?;

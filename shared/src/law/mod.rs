@@ -184,13 +184,10 @@ impl LawClient {
     async fn fresh_grant(&self, deadline: Deadline, bound: Duration) -> Result<(Grant, u32), GateError> {
         let validity = crate::policy::grant_validity(self.gate.config().interval);
         let asked = Instant::now();
+        let until = deadline.earlier_by(MIN_CALL_WINDOW);
+        let mut grant = self.gate.acquire_within(until, bound).await?;
         let mut given_back = 0;
         loop {
-            let left = bound.saturating_sub(asked.elapsed());
-            let grant = self
-                .gate
-                .acquire_within(deadline.earlier_by(MIN_CALL_WINDOW), left)
-                .await?;
             if grant.age() <= validity {
                 return Ok((grant, given_back));
             }
@@ -204,6 +201,9 @@ impl LawClient {
                 });
             }
             tracing::debug!(given_back, "rate gate: grant went stale before it could be sent; given back");
+            // The same slot again, taken at once if nobody started since.
+            let left = bound.saturating_sub(asked.elapsed());
+            grant = self.gate.acquire_again(&grant, until, left).await?;
         }
     }
 

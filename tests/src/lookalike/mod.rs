@@ -166,6 +166,8 @@ struct State {
 #[derive(Debug)]
 pub struct Lookalike {
     pub base_url: String,
+    /// The only OC it accepts (its config's).
+    pub oc: String,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -179,6 +181,7 @@ impl Lookalike {
     pub async fn bind(addr: &str, cfg: LookalikeConfig) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let oc = cfg.oc.clone();
         let state = Arc::new(Mutex::new(State {
             corpus: Corpus::new(cfg.seed),
             cfg,
@@ -194,6 +197,7 @@ impl Lookalike {
         });
         Ok(Self {
             base_url: format!("http://{addr}"),
+            oc,
             state,
             task,
         })
