@@ -1,13 +1,15 @@
---[[ queue_settle: end a lease — ack (done), retry later, dead-letter, or release unworked.
+--[[ queue_settle: end a lease — ack (done), retry later, dead-letter, release unworked (due
+  again at once), or release until a given time (not worked: the rate gate had no room).
   Only the holder of the current lease token may settle; a drainer whose lease expired
   and was re-leased to another gets 0 and must drop the job.
   Input:
     KEYS[1] leased  KEYS[2] lease  KEYS[3] jobs  KEYS[4] count  KEYS[5] errors
     KEYS[6] first   KEYS[7] waiting  KEYS[8] ready  KEYS[9] dead
     KEYS[10] alerts (zset: dead letters whose alert is not yet delivered)
-    ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release
+    ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release | later
     ARGV[4] retryCount after this outcome (retry, dead)
-    ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry)
+    ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry, later)
+  release and later keep the retryCount and the history as they are.
   Output: 1 settled; 0 the token is not the current lease (nothing changed) ]]
 local rcall = redis.call
 local id, action = ARGV[1], ARGV[3]
@@ -40,6 +42,8 @@ elseif action == 'release' then
     rcall('ZADD', KEYS[6], first, id)
   end
   rcall('ZADD', KEYS[8], first, id)
+elseif action == 'later' then
+  rcall('ZADD', KEYS[7], now + tonumber(ARGV[6]), id)
 else
   return redis.error_reply('BADACTION ' .. tostring(action))
 end

@@ -91,6 +91,10 @@ pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(10);
 /// failures span about 21 hours: long enough to outlast a day-long upstream outage
 /// before anything is dead-lettered.
 pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60 * 60);
+/// When a drainer job refused by the rate gate without a time (an unsettled or unreachable
+/// gate) falls due again: one drain interval, the next pass. A refusal is not an attempt,
+/// so this delay is all it costs the entry.
+pub const GATE_REFUSED_RETRY: Duration = Duration::from_secs(10);
 /// Sanitized errors kept per retry entry (newest last), so a dead letter shows its story.
 pub const ERROR_HISTORY_LEN: usize = 10;
 /// Entries kept in the run-history stream (approximate trim): days of failures at the

@@ -575,3 +575,85 @@ async fn a_near_deadline_returns_every_message_untouched() {
     assert_eq!(summary.returned, 3);
     assert!(up.seen().is_empty(), "no upstream call without time to finish it");
 }
+
+/// Counts the alerts a drainer delivers.
+#[derive(Debug, Default)]
+struct CountingAlerts(std::sync::atomic::AtomicU32);
+
+impl lawsync::alert::AlertSink for CountingAlerts {
+    fn dead_lettered<'a>(
+        &'a self,
+        _env: &'a str,
+        alerts: &'a [lawsync::alert::DeadLetterAlert],
+    ) -> lawsync::law::BoxFuture<'a, Result<(), lawsync::alert::AlertError>> {
+        self.0
+            .fetch_add(alerts.len() as u32, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// A cooldown longer than the wait bound (a long Retry-After, or maintenance) is the gate
+/// saying "not now", not a failure: in a drainer run with a whole minute before its deadline,
+/// the entry on its last attempt is not dead-lettered, alerted or counted, and no call is
+/// made; it is due again when the cooldown ends.
+#[tokio::test]
+async fn a_gate_cooldown_in_a_long_drainer_run_is_not_an_attempt() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("61"))).await;
+    let r = rig(&up, Docs::Folder).await;
+    r.park_detail("61").await;
+    r.park_detail("62").await;
+    let mut conn = Topology::Standalone.connect().await;
+    let q = r.ns.queue();
+    for id in ["DETAIL:61", "DETAIL:62"] {
+        let _: () = redis::cmd("HSET")
+            .arg(&q.count)
+            .arg(id)
+            .arg(29)
+            .query_async(&mut conn)
+            .await
+            .expect("29 failures so far");
+    }
+    r.deps
+        .law
+        .gate()
+        .defer(Duration::from_secs(60))
+        .await
+        .expect("cooldown");
+    let alerts = CountingAlerts::default();
+    let report = r
+        .deps
+        .drain(&alerts, Deadline::after(Duration::from_secs(120)), None)
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("busy");
+    };
+    assert!(up.seen().is_empty(), "no call while the cluster cools down");
+    assert_eq!(
+        passes.len(),
+        1,
+        "the run stops while the gate is closed: {passes:?}"
+    );
+    assert_eq!(
+        (passes[0].failed, passes[0].dead_lettered, passes[0].skipped),
+        (0, 0, 2),
+        "{passes:?}"
+    );
+    assert_eq!(alerts.0.load(std::sync::atomic::Ordering::SeqCst), 0, "no alert");
+    let stats = r.deps.queue.stats().await.expect("stats");
+    assert_eq!((stats.depth, stats.dead, stats.in_flight), (2, 0, 0), "{stats:?}");
+    let listed = r.deps.queue.list(5).await.expect("list");
+    for entry in &listed {
+        assert_eq!(entry.retry_count, 29, "its count is not raised: {listed:?}");
+        let kinds: Vec<_> = entry.last_error.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["http_status"], "no note for a refusal: {listed:?}");
+    }
+    // The entry the gate refused is due at the cooldown's end; the rest of the batch went
+    // back unchanged, due at once, and is not claimed again while the gate is closed.
+    let due_in = stats.next_due_in.expect("one waits");
+    assert!(
+        due_in > Duration::from_secs(58) && due_in <= Duration::from_secs(60),
+        "due when the cooldown ends: {due_in:?}"
+    );
+    assert_eq!(stats.due_now, 1, "the other went back as it was: {stats:?}");
+}

@@ -12,6 +12,7 @@ use crate::documents::precedent_key;
 use crate::drainer::Outcome;
 use crate::gate::GateError;
 use crate::law::{Disposition, LawError, SearchRequest};
+use crate::policy::GATE_REFUSED_RETRY;
 use crate::queue::{Enqueued, ErrorNote, Job};
 
 /// Job type of a search page.
@@ -165,11 +166,17 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     match result {
         Ok(()) => Outcome::Done,
         // The deadline, not the upstream, stopped it: not a failure.
-        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted,
-        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { bound, .. })))
-            if bound < deps.cfg.gate.max_wait =>
-        {
-            Outcome::NotStarted
+        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted { retry_in: None },
+        // The gate refused before any call: not an attempt, whatever the reason. Due when the
+        // gate expects room (the slot it would have granted: a cooldown's end, or behind the
+        // callers ahead), or shortly when it could not say.
+        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. }))) => {
+            Outcome::NotStarted { retry_in: Some(wait) }
+        }
+        Err(JobError::Law(LawError::Gate(GateError::Unsettled { .. } | GateError::Unavailable(_)))) => {
+            Outcome::NotStarted {
+                retry_in: Some(GATE_REFUSED_RETRY),
+            }
         }
         Err(e) => match e.disposition() {
             Disposition::Permanent => Outcome::Dead { error: e.note() },

@@ -326,6 +326,15 @@ impl RetryQueue {
             .await
     }
 
+    /// Not worked, and not workable before `delay` (the rate gate has no room until then):
+    /// back to the waiting entries, due after `delay`, retryCount and history unchanged.
+    /// `false` when the lease was lost.
+    pub async fn release_until(&self, leased: &Leased, delay: Duration) -> Result<bool, StoreError> {
+        let delay = delay.min(RETRY_AFTER_CAP);
+        self.settle(&leased.id, &leased.token, "later", 0, "", delay)
+            .await
+    }
+
     async fn settle(
         &self,
         id: &str,
