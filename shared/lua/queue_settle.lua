@@ -20,6 +20,9 @@ local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 rcall('ZREM', KEYS[1], id)
 rcall('HDEL', KEYS[2], id)
+-- A stray copy in another live set (damage) goes too: the outcome says where it belongs.
+rcall('ZREM', KEYS[7], id)
+rcall('ZREM', KEYS[8], id)
 if action == 'ack' then
   rcall('HDEL', KEYS[3], id)
   rcall('HDEL', KEYS[4], id)

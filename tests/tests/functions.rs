@@ -657,3 +657,74 @@ async fn a_gate_cooldown_in_a_long_drainer_run_is_not_an_attempt() {
     );
     assert_eq!(stats.due_now, 1, "the other went back as it was: {stats:?}");
 }
+
+/// A precedent that died in an earlier outage is not dropped by today's sync: a new
+/// message for it that fails retryably revives it with fresh attempts, its story kept.
+#[tokio::test]
+async fn a_new_message_for_a_dead_letter_revives_it() {
+    let up = Upstream::start(
+        vec![Reply::status(429).header("Retry-After", "3600")],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let job = lawsync::app::jobs::detail_job("71");
+    let old = lawsync::queue::ErrorNote::now("http_status", "HTTP 503 last week", Some(503));
+    let old_at = old.at_ms;
+    r.deps.queue.record_dead(&job, old).await.expect("dead letter");
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m", r#"{"id":"71"}"#)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!((summary.parked, summary.permanent), (1, 0), "{summary:?}");
+    let stats = r.deps.queue.stats().await.expect("stats");
+    assert_eq!((stats.depth, stats.dead), (1, 0), "{stats:?}");
+    assert!(r.deps.queue.pending_alerts(5).await.expect("alerts").is_empty());
+    let listed = r.deps.queue.list(5).await.expect("list");
+    assert_eq!(listed[0].id, "DETAIL:71");
+    assert_eq!(listed[0].retry_count, 0, "fresh attempts: {listed:?}");
+    assert_eq!(
+        listed[0].first_error_at_ms,
+        Some(old_at),
+        "history kept: {listed:?}"
+    );
+    let last = listed[0].last_error.as_ref().map(|e| e.kind.clone());
+    assert_eq!(last.as_deref(), Some("try_later"), "{listed:?}");
+}
+
+/// A search message the handler accepts is a job the queue accepts: one with the longest
+/// query (200 Hangul syllables) that fails retryably is parked, not handed back to SQS to
+/// cycle to its dead-letter queue unseen.
+#[tokio::test]
+async fn the_longest_accepted_search_message_is_parked_when_it_fails() {
+    let up = Upstream::start(
+        vec![Reply::status(429).header("Retry-After", "3600")],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let body = json!({
+        "from": "20260101", "to": "20261231", "query": "가".repeat(200),
+        "page": u32::MAX, "display": 100,
+    })
+    .to_string();
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Search,
+        event(&[("m", &body)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.parked, 1, "{summary:?}");
+    let listed = r.deps.queue.list(5).await.expect("list");
+    let query = listed[0]
+        .job
+        .as_ref()
+        .and_then(|j| j.payload["query"].as_str().map(str::to_owned));
+    assert_eq!(query, Some("가".repeat(200)), "kept whole: {listed:?}");
+}

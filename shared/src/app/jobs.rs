@@ -13,7 +13,7 @@ use crate::drainer::Outcome;
 use crate::gate::GateError;
 use crate::law::{Disposition, LawError, SearchRequest};
 use crate::policy::GATE_REFUSED_RETRY;
-use crate::queue::{Enqueued, ErrorNote, Job};
+use crate::queue::{Buried, Enqueued, ErrorNote, Job};
 
 /// Job type of a search page.
 pub const SEARCH: &str = "SEARCH";
@@ -222,7 +222,13 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
         (_, Disposition::Permanent) => {
             tracing::error!(kind = %err_kind(&err), error = %err, "permanent failure; not retried");
             return match deps.queue.record_dead(job, note).await {
-                Ok(()) => Settlement::Permanent,
+                Ok(Buried::Recorded) => Settlement::Permanent,
+                Ok(Buried::AlreadyDead) => {
+                    tracing::warn!(
+                        "already a dead letter: this failure was added to its history and alerted again"
+                    );
+                    Settlement::Permanent
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "could not record the dead letter; returning the message to SQS");
                     Settlement::ReturnToSqs
@@ -236,9 +242,9 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
             Settlement::Parked
         }
         Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
-        Ok(Enqueued::AlreadyDead) => {
-            tracing::warn!("already a dead letter; redrive it to retry");
-            Settlement::Permanent
+        Ok(Enqueued::Revived { due_in }) => {
+            tracing::warn!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "was a dead letter: revived with fresh attempts by this new work");
+            Settlement::Parked
         }
         Err(e) => {
             tracing::error!(error = %e, "could not park the job; returning the message to SQS");
