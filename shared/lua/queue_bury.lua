@@ -5,13 +5,20 @@
   Input:
     KEYS[1] jobs  KEYS[2] count  KEYS[3] errors  KEYS[4] first  KEYS[5] waiting
     KEYS[6] ready  KEYS[7] leased  KEYS[8] lease  KEYS[9] dead  KEYS[10] alerts
+    KEYS[11] meta (the state's format; see includes/version.lua)
     ARGV[1] id   ARGV[2] job JSON   ARGV[3] notes to append (JSON array, sanitized)
     ARGV[4] most notes kept in a history
     ARGV[5] the id the previous release gave this job ('' when the same)
   Output: { status, id }  status 1 buried; 0 already a dead letter (note appended,
-          alert owed again) ]]
+          alert owed again)
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
 local rcall = redis.call
 --- @include "history"
+--- @include "version"
+local refused = queue_format_refusal(KEYS[11])
+if refused then
+  return refused
+end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function member(id)
@@ -29,6 +36,7 @@ end
 local history = history_append(rcall('HGET', KEYS[3], id), ARGV[3], tonumber(ARGV[4]))
 rcall('HSET', KEYS[3], id, history)
 rcall('ZADD', KEYS[10], now, id)
+queue_format_mark(KEYS[11])
 if rcall('ZSCORE', KEYS[9], id) then
   if rcall('HEXISTS', KEYS[1], id) == 0 then
     rcall('HSET', KEYS[1], id, ARGV[2])

@@ -9,13 +9,20 @@
     KEYS[3] leased (zset by lease deadline)   KEYS[4] first (zset by first failure)
     KEYS[5] lease (hash id -> token)   KEYS[6] jobs   KEYS[7] count   KEYS[8] errors
     KEYS[9] seq (string counter for lease tokens)   KEYS[10] dead
+    KEYS[11] meta (the state's format; see includes/version.lua)
     ARGV[1] k (>= 1)   ARGV[2] lease length, ms   ARGV[3] most jobs moved per step
     ARGV[4] a random nonce: tokens are nonce:counter, so a counter that went back (a lossy
             failover) cannot recreate a stale holder's token
   Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... }
     job is '' when the entry's job is missing: the caller dead-letters it as corrupt.
-  An id whose first-failure score is missing is indexed at now rather than dropped. ]]
+  An id whose first-failure score is missing is indexed at now rather than dropped.
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
 local rcall = redis.call
+--- @include "version"
+local refused = queue_format_refusal(KEYS[11])
+if refused then
+  return refused
+end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k = tonumber(ARGV[1])
@@ -77,5 +84,8 @@ while taken < k and strays < limit do
       out[n + 6] = rcall('HGET', KEYS[8], id) or '[]'
     end
   end
+end
+if #expired + #due + taken > 0 then
+  queue_format_mark(KEYS[11])
 end
 return out

@@ -6,6 +6,7 @@
     KEYS[3] count (hash id -> retryCount)   KEYS[4] errors (hash id -> error history JSON)
     KEYS[5] waiting (zset id by due, ms)    KEYS[6] dead (zset id by dead-letter time, ms)
     KEYS[7] ready   KEYS[8] leased   KEYS[9] lease (hash id -> token)   KEYS[10] alerts
+    KEYS[11] meta (hash: v = the state's format; see includes/version.lua)
     ARGV[1] job id    ARGV[2] job JSON    ARGV[3] delay before the first retry, ms (>= 0)
     ARGV[4] error history JSON of a new entry (sanitized)
     ARGV[5] notes to append when a dead letter is revived (JSON array: revival, error)
@@ -15,9 +16,15 @@
   Output: { status, due, id }  status 1 = queued; 0 = already queued (unchanged, but a lost
           job field is restored); 3 = revived from the dead letters (retryCount 0, history
           kept with the notes appended); due in ms on Redis' clock (0 when unchanged);
-          id = the member name the entry lives under ]]
+          id = the member name the entry lives under
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
 local rcall = redis.call
 --- @include "history"
+--- @include "version"
+local refused = queue_format_refusal(KEYS[11])
+if refused then
+  return refused
+end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function member(id)
@@ -45,11 +52,13 @@ if rcall('ZSCORE', KEYS[6], id) then
   rcall('HSET', KEYS[4], id, history_append(rcall('HGET', KEYS[4], id), ARGV[5], tonumber(ARGV[6])))
   rcall('ZADD', KEYS[2], now, id)
   rcall('ZADD', KEYS[5], due, id)
+  queue_format_mark(KEYS[11])
   return { 3, due, id }
 end
 if member(id) then
   if rcall('HEXISTS', KEYS[1], id) == 0 then
     rcall('HSET', KEYS[1], id, ARGV[2])
+    queue_format_mark(KEYS[11])
   end
   return { 0, 0, id }
 end
@@ -60,4 +69,5 @@ rcall('HSET', KEYS[3], id, 0)
 rcall('HSET', KEYS[4], id, ARGV[4])
 rcall('ZADD', KEYS[2], now, id)
 rcall('ZADD', KEYS[5], due, id)
+queue_format_mark(KEYS[11])
 return { 1, due, id }

@@ -6,16 +6,24 @@
     KEYS[1] leased  KEYS[2] lease  KEYS[3] jobs  KEYS[4] count  KEYS[5] errors
     KEYS[6] first   KEYS[7] waiting  KEYS[8] ready  KEYS[9] dead
     KEYS[10] alerts (zset: dead letters whose alert is not yet delivered)
+    KEYS[11] meta (the state's format; see includes/version.lua)
     ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release | later
     ARGV[4] retryCount after this outcome (retry, dead)
     ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry, later)
   release and later keep the retryCount and the history as they are.
-  Output: 1 settled; 0 the token is not the current lease (nothing changed) ]]
+  Output: 1 settled; 0 the token is not the current lease (nothing changed)
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
 local rcall = redis.call
+--- @include "version"
+local refused = queue_format_refusal(KEYS[11])
+if refused then
+  return refused
+end
 local id, action = ARGV[1], ARGV[3]
 if rcall('HGET', KEYS[2], id) ~= ARGV[2] then
   return 0
 end
+queue_format_mark(KEYS[11])
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 rcall('ZREM', KEYS[1], id)

@@ -27,6 +27,10 @@ pub enum StoreError {
     /// (it names the key); deleting the key resets that state.
     #[error("Redis state is corrupt: {0}; delete the key to reset it")]
     Corrupt(String),
+    /// The state was written by a newer release, in a format this one does not know. The
+    /// text is the script's own: the key, its format and the newest this release reads.
+    #[error("Redis state is newer than this release: {0}")]
+    Newer(String),
     /// A value refused before it reached Redis.
     #[error("refused: {0}")]
     Invalid(String),
@@ -52,6 +56,9 @@ impl From<redis::RedisError> for StoreError {
                     .take(200)
                     .collect(),
             )
+        } else if e.code() == Some("NEWER") {
+            // Our scripts' own message: a key name and two numbers.
+            StoreError::Newer(e.detail().unwrap_or("unknown format").chars().take(200).collect())
         } else if let Some(code) = e.code() {
             // Only the error code (ERR, NOSCRIPT, MOVED, CLUSTERDOWN, ...): the detail text of
             // a script error can quote arguments.

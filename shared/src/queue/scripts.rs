@@ -9,7 +9,10 @@ use std::sync::LazyLock;
 use redis::Script;
 
 /// The shared pieces, by the name an `@include` line gives.
-const INCLUDES: &[(&str, &str)] = &[("history", include_str!("../../lua/includes/history.lua"))];
+const INCLUDES: &[(&str, &str)] = &[
+    ("history", include_str!("../../lua/includes/history.lua")),
+    ("version", include_str!("../../lua/includes/version.lua")),
+];
 
 /// `body` with every `--- @include "name"` line replaced by that piece.
 ///
