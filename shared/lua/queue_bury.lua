@@ -11,13 +11,19 @@
     ARGV[5] the id the previous release gave this job ('' when the same)
   Output: { status, id }  status 1 buried; 0 already a dead letter (note appended,
           alert owed again)
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "history"
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "args"
+local bad = whole_args({ 4 }, 0)
+if bad then
+  return bad
 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

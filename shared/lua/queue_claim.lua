@@ -16,12 +16,18 @@
   Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... }
     job is '' when the entry's job is missing: the caller dead-letters it as corrupt.
   An id whose first-failure score is missing is indexed at now rather than dropped.
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "args"
+local bad = whole_args({ 1, 2, 3 }, 1)
+if bad then
+  return bad
 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

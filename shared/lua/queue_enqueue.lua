@@ -17,13 +17,19 @@
           job field is restored); 3 = revived from the dead letters (retryCount 0, history
           kept with the notes appended); due in ms on Redis' clock (0 when unchanged);
           id = the member name the entry lives under
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "history"
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "args"
+local bad = whole_args({ 3, 6 }, 0)
+if bad then
+  return bad
 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

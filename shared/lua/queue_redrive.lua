@@ -6,12 +6,18 @@
             bounds it, so one call never blocks Redis for long)
   Output: { redriven, removed }  removed: dead ids without a stored job (nothing to
           redrive), cleaned away
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[8])
 if refused then
   return refused
+end
+--- @include "args"
+local bad = whole_args({ 2 }, 1)
+if bad then
+  return bad
 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -12,14 +12,24 @@
     ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry, later)
   release and later keep the retryCount and the history as they are.
   Output: 1 settled; 0 the token is not the current lease (nothing changed)
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), BADACTION; nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
 end
+--- @include "args"
+local bad = whole_args({ 4, 6 }, 0)
+if bad then
+  return bad
+end
 local id, action = ARGV[1], ARGV[3]
+local actions = { ack = true, retry = true, dead = true, release = true, later = true }
+if not actions[action] then
+  return redis.error_reply('BADACTION unknown settle action')
+end
 if rcall('HGET', KEYS[2], id) ~= ARGV[2] then
   return 0
 end
@@ -55,7 +65,5 @@ elseif action == 'release' then
   rcall('ZADD', KEYS[8], first, id)
 elseif action == 'later' then
   rcall('ZADD', KEYS[7], now + tonumber(ARGV[6]), id)
-else
-  return redis.error_reply('BADACTION ' .. tostring(action))
 end
 return 1

@@ -12,6 +12,7 @@ use redis::Script;
 const INCLUDES: &[(&str, &str)] = &[
     ("history", include_str!("../../lua/includes/history.lua")),
     ("version", include_str!("../../lua/includes/version.lua")),
+    ("args", include_str!("../../lua/includes/args.lua")),
 ];
 
 /// `body` with every `--- @include "name"` line replaced by that piece.
