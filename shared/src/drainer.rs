@@ -5,7 +5,9 @@
 //! a fixed delay of `DRAIN_INTERVAL_MS` counted from the pass's end (the seed's
 //! `fixedDelay`), until the deadline leaves no room for another pass. Entries not worked
 //! when time runs out go back unchanged; a drainer killed mid-pass loses nothing, because
-//! its leases expire and the entries come back.
+//! its leases expire and the entries come back. A job the rate gate refuses (a cooldown,
+//! a full gate, an unsettled or unreachable gate) was not attempted: it goes back unchanged,
+//! due when the gate expects room, and the run ends.
 
 use std::time::{Duration, Instant};
 
