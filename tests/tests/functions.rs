@@ -728,3 +728,45 @@ async fn the_longest_accepted_search_message_is_parked_when_it_fails() {
         .and_then(|j| j.payload["query"].as_str().map(str::to_owned));
     assert_eq!(query, Some("가".repeat(200)), "kept whole: {listed:?}");
 }
+
+/// A gate that cannot answer (here its key holds the wrong type) refuses every slot: the
+/// drainer's entry on its last attempt is not counted, not dead-lettered and not called,
+/// and falls due again shortly.
+#[tokio::test]
+async fn an_unusable_gate_in_a_drainer_run_is_not_an_attempt() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("63"))).await;
+    let r = rig(&up, Docs::Folder).await;
+    r.park_detail("63").await;
+    let mut conn = Topology::Standalone.connect().await;
+    let _: () = redis::cmd("HSET")
+        .arg(&r.ns.queue().count)
+        .arg("DETAIL:63")
+        .arg(29)
+        .query_async(&mut conn)
+        .await
+        .expect("29 failures so far");
+    let _: () = redis::cmd("SET")
+        .arg(r.ns.gate())
+        .arg("not a gate")
+        .query_async(&mut conn)
+        .await
+        .expect("break the gate");
+    let alerts = CountingAlerts::default();
+    let report = r
+        .deps
+        .drain(&alerts, Deadline::after(Duration::from_secs(120)), None)
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("busy");
+    };
+    assert!(up.seen().is_empty(), "no call without a grant");
+    assert_eq!((passes[0].failed, passes[0].dead_lettered), (0, 0), "{passes:?}");
+    assert_eq!(alerts.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let listed = r.deps.queue.list(5).await.expect("list");
+    assert_eq!(listed[0].retry_count, 29, "{listed:?}");
+    let kind = listed[0].last_error.as_ref().map(|e| e.kind.clone());
+    assert_eq!(kind.as_deref(), Some("http_status"), "no note: {listed:?}");
+    let due = r.deps.queue.stats().await.expect("stats").next_due_in;
+    assert!(due.is_some_and(|d| d > Duration::from_secs(5)), "{due:?}");
+}
