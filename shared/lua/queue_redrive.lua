@@ -1,12 +1,24 @@
 --[[ queue_redrive: put dead letters back as fresh entries, due now, retryCount 0.
   Input:
     KEYS[1] dead  KEYS[2] first  KEYS[3] waiting  KEYS[4] count  KEYS[5] jobs
-    KEYS[6] errors  KEYS[7] alerts
+    KEYS[6] errors  KEYS[7] alerts  KEYS[8] meta (the state's format; see includes/version.lua)
     ARGV[1] id, or '' for the oldest dead letters   ARGV[2] most to take (the caller
             bounds it, so one call never blocks Redis for long)
   Output: { redriven, removed }  removed: dead ids without a stored job (nothing to
-          redrive), cleaned away ]]
+          redrive), cleaned away
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
+--- @include "version"
+local refused = queue_format_refusal(KEYS[8])
+if refused then
+  return refused
+end
+--- @include "args"
+local bad = whole_args({ 2 }, 1)
+if bad then
+  return bad
+end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ids
@@ -31,5 +43,8 @@ for _, id in ipairs(ids) do
       removed = removed + 1
     end
   end
+end
+if n + removed > 0 then
+  queue_format_mark(KEYS[8])
 end
 return { n, removed }

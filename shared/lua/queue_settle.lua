@@ -1,23 +1,46 @@
---[[ queue_settle: end a lease — ack (done), retry later, dead-letter, or release unworked.
+--[[ queue_settle: end a lease — ack (done), retry later, dead-letter, release unworked (due
+  again at once), or release until a given time (not worked: the rate gate had no room).
   Only the holder of the current lease token may settle; a drainer whose lease expired
   and was re-leased to another gets 0 and must drop the job.
   Input:
     KEYS[1] leased  KEYS[2] lease  KEYS[3] jobs  KEYS[4] count  KEYS[5] errors
     KEYS[6] first   KEYS[7] waiting  KEYS[8] ready  KEYS[9] dead
     KEYS[10] alerts (zset: dead letters whose alert is not yet delivered)
-    ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release
+    KEYS[11] meta (the state's format; see includes/version.lua)
+    ARGV[1] id   ARGV[2] token   ARGV[3] action: ack | retry | dead | release | later
     ARGV[4] retryCount after this outcome (retry, dead)
-    ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry)
-  Output: 1 settled; 0 the token is not the current lease (nothing changed) ]]
+    ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry, later)
+  release and later keep the retryCount and the history as they are.
+  Output: 1 settled; 0 the token is not the current lease (nothing changed)
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+          BADARG (a numeric ARGV that is not a whole number in range), BADACTION; nothing written ]]
 local rcall = redis.call
+--- @include "version"
+local refused = queue_format_refusal(KEYS[11])
+if refused then
+  return refused
+end
+--- @include "args"
+local bad = whole_args({ 4, 6 }, 0)
+if bad then
+  return bad
+end
 local id, action = ARGV[1], ARGV[3]
+local actions = { ack = true, retry = true, dead = true, release = true, later = true }
+if not actions[action] then
+  return redis.error_reply('BADACTION unknown settle action')
+end
 if rcall('HGET', KEYS[2], id) ~= ARGV[2] then
   return 0
 end
+queue_format_mark(KEYS[11])
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 rcall('ZREM', KEYS[1], id)
 rcall('HDEL', KEYS[2], id)
+-- A stray copy in another live set (damage) goes too: the outcome says where it belongs.
+rcall('ZREM', KEYS[7], id)
+rcall('ZREM', KEYS[8], id)
 if action == 'ack' then
   rcall('HDEL', KEYS[3], id)
   rcall('HDEL', KEYS[4], id)
@@ -40,7 +63,7 @@ elseif action == 'release' then
     rcall('ZADD', KEYS[6], first, id)
   end
   rcall('ZADD', KEYS[8], first, id)
-else
-  return redis.error_reply('BADACTION ' .. tostring(action))
+elseif action == 'later' then
+  rcall('ZADD', KEYS[7], now + tonumber(ARGV[6]), id)
 end
 return 1

@@ -5,7 +5,9 @@
 //! a fixed delay of `DRAIN_INTERVAL_MS` counted from the pass's end (the seed's
 //! `fixedDelay`), until the deadline leaves no room for another pass. Entries not worked
 //! when time runs out go back unchanged; a drainer killed mid-pass loses nothing, because
-//! its leases expire and the entries come back.
+//! its leases expire and the entries come back. A job the rate gate refuses (a cooldown,
+//! a full gate, an unsettled or unreachable gate) was not attempted: it goes back unchanged,
+//! due when the gate expects room, and the run ends.
 
 use std::time::{Duration, Instant};
 
@@ -34,10 +36,14 @@ pub enum Outcome {
     Dead {
         error: ErrorNote,
     },
-    /// Not worked: no gate slot within the run's bound (its deadline, or an SQS handler's
-    /// wait). Released unchanged (its retry count is not raised), due again at once; the
-    /// run ends.
-    NotStarted,
+    /// Not worked, and not a failure: no time left before the run's deadline, or the rate
+    /// gate refused a slot (a cooldown, callers ahead beyond the wait bound, an unsettled
+    /// or unreachable gate). The upstream was not called. Released with its retry count and
+    /// history unchanged: due again at once (`retry_in: None`), or after `retry_in`, when
+    /// the gate expects room. The rest of the batch goes back unchanged and the run ends.
+    NotStarted {
+        retry_in: Option<Duration>,
+    },
 }
 
 /// Runs one job by its type. The functions route `SEARCH` and `DETAIL` to the same code
@@ -121,8 +127,8 @@ pub struct PassReport {
     /// Milliseconds from the run's start to this pass's start and end.
     pub started_ms: u64,
     pub ended_ms: u64,
-    /// A job found no gate slot within the run's bound (its deadline, or an SQS handler's
-    /// wait): it and the rest were released unchanged, and the run ends.
+    /// A job was not started (no time before the deadline, or the rate gate refused): it
+    /// and the rest were released unchanged, and the run ends.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub out_of_room: bool,
 }
@@ -307,7 +313,7 @@ impl Drainer<'_> {
                     .handle(&leased.job, work_until)
                     .instrument(span.clone())
                     .await;
-                let out_of_room = outcome == Outcome::NotStarted;
+                let out_of_room = matches!(outcome, Outcome::NotStarted { .. });
                 self.settle(&leased, outcome, &mut report)
                     .instrument(span)
                     .await?;
@@ -409,9 +415,19 @@ impl Drainer<'_> {
                     report.skipped += 1;
                 }
             }
-            Outcome::NotStarted => {
-                tracing::info!("drainer: no gate slot within the run's bound; released unchanged");
+            Outcome::NotStarted { retry_in: None } => {
+                tracing::info!("drainer: no room before the run's deadline; released unchanged");
                 self.skip(leased, report).await?;
+            }
+            Outcome::NotStarted {
+                retry_in: Some(delay),
+            } => {
+                tracing::info!(
+                    due_in_ms = delay.as_millis() as u64,
+                    "drainer: the rate gate has no room; released unchanged until it expects some"
+                );
+                self.queue.release_until(leased, delay).await?;
+                report.skipped += 1;
             }
         }
         Ok(())

@@ -96,6 +96,7 @@ impl Namespace {
             dead: k("dead"),
             alerts: k("alerts"),
             seq: k("seq"),
+            meta: k("meta"),
         }
     }
 
@@ -135,6 +136,9 @@ pub struct QueueKeys {
     pub alerts: String,
     /// Counter for lease tokens.
     pub seq: String,
+    /// Hash: `v` = the format of the queue's state (absent: the first release's), checked
+    /// by every queue script so that an older release never misreads a newer state.
+    pub meta: String,
 }
 
 #[cfg(test)]

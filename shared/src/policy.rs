@@ -117,6 +117,27 @@ pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(10);
 /// failures span about 21 hours: long enough to outlast a day-long upstream outage
 /// before anything is dead-lettered.
 pub const RETRY_BACKOFF_CAP: Duration = Duration::from_secs(60 * 60);
+/// When a drainer job refused by the rate gate without a time (an unsettled or unreachable
+/// gate) falls due again: one drain interval, the next pass. A refusal is not an attempt,
+/// so this delay is all it costs the entry.
+pub const GATE_REFUSED_RETRY: Duration = Duration::from_secs(10);
+/// Longest job identity kept readable in its queue member name (`KIND:identity`): a
+/// precedent id or a search window with a short query, whole. A longer one (a search with
+/// a query of up to 200 characters, 800 bytes) is named by its first
+/// [`IDENTITY_PREFIX_BYTES`] and its SHA-256, so a member name stays under about 140 bytes
+/// whatever the message held, and stays one name per job. Hashed names are always longer
+/// than this, so they never equal a readable one.
+pub const READABLE_IDENTITY_BYTES: usize = 96;
+/// Bytes of a long identity kept, cut at a character boundary, before its digest.
+pub const IDENTITY_PREFIX_BYTES: usize = 32;
+/// Longest job identity accepted at all: it is stored in the job and shown by `lawsync
+/// queue list`. Five times the longest a message can give (dates, 800 bytes of query, page
+/// and display), so whatever the handlers accept, the queue accepts.
+pub const MAX_JOB_IDENTITY_BYTES: usize = 4096;
+/// Longest identity the previous release named as `KIND:identity` in full. Entries it
+/// parked with identities longer than [`READABLE_IDENTITY_BYTES`] keep that name and are
+/// found under it.
+pub const LEGACY_MAX_IDENTITY_BYTES: usize = 256;
 /// Sanitized errors kept per retry entry (newest last), so a dead letter shows its story.
 pub const ERROR_HISTORY_LEN: usize = 10;
 /// Entries kept in the run-history stream (approximate trim): days of failures at the

@@ -445,3 +445,52 @@ impl JobHandler for Shared {
         self.0.handle(job, deadline)
     }
 }
+
+/// A job the rate gate refused is no attempt: it goes back due when the gate expects room,
+/// its count and history as they were; the rest of the batch goes back unchanged; the run
+/// ends rather than claim more while the gate is closed.
+#[tokio::test]
+async fn a_gate_refusal_releases_the_batch_unchanged_and_ends_the_run() {
+    for topo in Topology::ALL {
+        let r = rig(topo, "refused").await;
+        park(&r, 3).await;
+        let handler = Scripted::new(
+            Outcome::NotStarted {
+                retry_in: Some(Duration::from_secs(45)),
+            },
+            Duration::ZERO,
+        );
+        let passes = run(
+            &r,
+            &handler,
+            &LogAlerts,
+            cfg(5, None),
+            Deadline::after(Duration::from_secs(120)),
+        )
+        .await;
+        assert_eq!(handler.calls.load(Ordering::SeqCst), 1, "{topo:?}: {passes:?}");
+        assert_eq!(passes.len(), 1, "{topo:?}: {passes:?}");
+        let p = &passes[0];
+        assert_eq!(
+            (p.claimed, p.skipped, p.failed, p.dead_lettered),
+            (3, 3, 0, 0),
+            "{p:?}"
+        );
+        assert!(p.out_of_room, "{p:?}");
+        let stats = r.queue.stats().await.expect("stats");
+        assert_eq!(
+            (stats.depth, stats.due_now, stats.in_flight),
+            (3, 2, 0),
+            "{topo:?}: {stats:?}"
+        );
+        let due = stats.next_due_in.expect("the refused one waits");
+        assert!(
+            due > Duration::from_secs(44) && due <= Duration::from_secs(45),
+            "{due:?}"
+        );
+        for e in r.queue.list(10).await.expect("list") {
+            assert_eq!(e.retry_count, 0, "{topo:?}: {e:?}");
+            assert_eq!(e.last_error.map(|n| n.kind), Some("http_status".to_owned()));
+        }
+    }
+}

@@ -575,3 +575,198 @@ async fn a_near_deadline_returns_every_message_untouched() {
     assert_eq!(summary.returned, 3);
     assert!(up.seen().is_empty(), "no upstream call without time to finish it");
 }
+
+/// Counts the alerts a drainer delivers.
+#[derive(Debug, Default)]
+struct CountingAlerts(std::sync::atomic::AtomicU32);
+
+impl lawsync::alert::AlertSink for CountingAlerts {
+    fn dead_lettered<'a>(
+        &'a self,
+        _env: &'a str,
+        alerts: &'a [lawsync::alert::DeadLetterAlert],
+    ) -> lawsync::law::BoxFuture<'a, Result<(), lawsync::alert::AlertError>> {
+        self.0
+            .fetch_add(alerts.len() as u32, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// A cooldown longer than the wait bound (a long Retry-After, or maintenance) is the gate
+/// saying "not now", not a failure: in a drainer run with a whole minute before its deadline,
+/// the entry on its last attempt is not dead-lettered, alerted or counted, and no call is
+/// made; it is due again when the cooldown ends.
+#[tokio::test]
+async fn a_gate_cooldown_in_a_long_drainer_run_is_not_an_attempt() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("61"))).await;
+    let r = rig(&up, Docs::Folder).await;
+    r.park_detail("61").await;
+    r.park_detail("62").await;
+    let mut conn = Topology::Standalone.connect().await;
+    let q = r.ns.queue();
+    for id in ["DETAIL:61", "DETAIL:62"] {
+        let _: () = redis::cmd("HSET")
+            .arg(&q.count)
+            .arg(id)
+            .arg(29)
+            .query_async(&mut conn)
+            .await
+            .expect("29 failures so far");
+    }
+    r.deps
+        .law
+        .gate()
+        .defer(Duration::from_secs(60))
+        .await
+        .expect("cooldown");
+    let alerts = CountingAlerts::default();
+    let report = r
+        .deps
+        .drain(&alerts, Deadline::after(Duration::from_secs(120)), None)
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("busy");
+    };
+    assert!(up.seen().is_empty(), "no call while the cluster cools down");
+    assert_eq!(
+        passes.len(),
+        1,
+        "the run stops while the gate is closed: {passes:?}"
+    );
+    assert_eq!(
+        (passes[0].failed, passes[0].dead_lettered, passes[0].skipped),
+        (0, 0, 2),
+        "{passes:?}"
+    );
+    assert_eq!(alerts.0.load(std::sync::atomic::Ordering::SeqCst), 0, "no alert");
+    let stats = r.deps.queue.stats().await.expect("stats");
+    assert_eq!((stats.depth, stats.dead, stats.in_flight), (2, 0, 0), "{stats:?}");
+    let listed = r.deps.queue.list(5).await.expect("list");
+    for entry in &listed {
+        assert_eq!(entry.retry_count, 29, "its count is not raised: {listed:?}");
+        let kinds: Vec<_> = entry.last_error.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["http_status"], "no note for a refusal: {listed:?}");
+    }
+    // The entry the gate refused is due at the cooldown's end; the rest of the batch went
+    // back unchanged, due at once, and is not claimed again while the gate is closed.
+    let due_in = stats.next_due_in.expect("one waits");
+    assert!(
+        due_in > Duration::from_secs(58) && due_in <= Duration::from_secs(60),
+        "due when the cooldown ends: {due_in:?}"
+    );
+    assert_eq!(stats.due_now, 1, "the other went back as it was: {stats:?}");
+}
+
+/// A precedent that died in an earlier outage is not dropped by today's sync: a new
+/// message for it that fails retryably revives it with fresh attempts, its story kept.
+#[tokio::test]
+async fn a_new_message_for_a_dead_letter_revives_it() {
+    let up = Upstream::start(
+        vec![Reply::status(429).header("Retry-After", "3600")],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let job = lawsync::app::jobs::detail_job("71");
+    let old = lawsync::queue::ErrorNote::now("http_status", "HTTP 503 last week", Some(503));
+    let old_at = old.at_ms;
+    r.deps.queue.record_dead(&job, old).await.expect("dead letter");
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Detail,
+        event(&[("m", r#"{"id":"71"}"#)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!((summary.parked, summary.permanent), (1, 0), "{summary:?}");
+    let stats = r.deps.queue.stats().await.expect("stats");
+    assert_eq!((stats.depth, stats.dead), (1, 0), "{stats:?}");
+    assert!(r.deps.queue.pending_alerts(5).await.expect("alerts").is_empty());
+    let listed = r.deps.queue.list(5).await.expect("list");
+    assert_eq!(listed[0].id, "DETAIL:71");
+    assert_eq!(listed[0].retry_count, 0, "fresh attempts: {listed:?}");
+    assert_eq!(
+        listed[0].first_error_at_ms,
+        Some(old_at),
+        "history kept: {listed:?}"
+    );
+    let last = listed[0].last_error.as_ref().map(|e| e.kind.clone());
+    assert_eq!(last.as_deref(), Some("try_later"), "{listed:?}");
+}
+
+/// A search message the handler accepts is a job the queue accepts: one with the longest
+/// query (200 Hangul syllables) that fails retryably is parked, not handed back to SQS to
+/// cycle to its dead-letter queue unseen.
+#[tokio::test]
+async fn the_longest_accepted_search_message_is_parked_when_it_fails() {
+    let up = Upstream::start(
+        vec![Reply::status(429).header("Retry-After", "3600")],
+        Reply::status(500),
+    )
+    .await;
+    let r = rig(&up, Docs::Folder).await;
+    let body = json!({
+        "from": "20260101", "to": "20261231", "query": "가".repeat(200),
+        "page": u32::MAX, "display": 100,
+    })
+    .to_string();
+    let (resp, summary) = handle_batch(
+        &r.deps,
+        MessageKind::Search,
+        event(&[("m", &body)]),
+        Deadline::NONE,
+    )
+    .await;
+    assert!(failures(&resp).is_empty(), "{summary:?}");
+    assert_eq!(summary.parked, 1, "{summary:?}");
+    let listed = r.deps.queue.list(5).await.expect("list");
+    let query = listed[0]
+        .job
+        .as_ref()
+        .and_then(|j| j.payload["query"].as_str().map(str::to_owned));
+    assert_eq!(query, Some("가".repeat(200)), "kept whole: {listed:?}");
+}
+
+/// A gate that cannot answer (here its key holds the wrong type) refuses every slot: the
+/// drainer's entry on its last attempt is not counted, not dead-lettered and not called,
+/// and falls due again shortly.
+#[tokio::test]
+async fn an_unusable_gate_in_a_drainer_run_is_not_an_attempt() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("63"))).await;
+    let r = rig(&up, Docs::Folder).await;
+    r.park_detail("63").await;
+    let mut conn = Topology::Standalone.connect().await;
+    let _: () = redis::cmd("HSET")
+        .arg(&r.ns.queue().count)
+        .arg("DETAIL:63")
+        .arg(29)
+        .query_async(&mut conn)
+        .await
+        .expect("29 failures so far");
+    let _: () = redis::cmd("SET")
+        .arg(r.ns.gate())
+        .arg("not a gate")
+        .query_async(&mut conn)
+        .await
+        .expect("break the gate");
+    let alerts = CountingAlerts::default();
+    let report = r
+        .deps
+        .drain(&alerts, Deadline::after(Duration::from_secs(120)), None)
+        .await
+        .expect("drain");
+    let DrainReport::Ran { passes } = report else {
+        panic!("busy");
+    };
+    assert!(up.seen().is_empty(), "no call without a grant");
+    assert_eq!((passes[0].failed, passes[0].dead_lettered), (0, 0), "{passes:?}");
+    assert_eq!(alerts.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let listed = r.deps.queue.list(5).await.expect("list");
+    assert_eq!(listed[0].retry_count, 29, "{listed:?}");
+    let kind = listed[0].last_error.as_ref().map(|e| e.kind.clone());
+    assert_eq!(kind.as_deref(), Some("http_status"), "no note: {listed:?}");
+    let due = r.deps.queue.stats().await.expect("stats").next_due_in;
+    assert!(due.is_some_and(|d| d > Duration::from_secs(5)), "{due:?}");
+}

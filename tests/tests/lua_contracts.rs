@@ -587,3 +587,130 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
         assert!(next[1] >= first[2] + SEC, "{topo:?}: {next:?} after {first:?}");
     }
 }
+
+/// Every queue script as the queue loads it (its `@include`s pasted in).
+fn queue_scripts() -> Vec<(&'static str, String)> {
+    [
+        (
+            "queue_enqueue",
+            include_str!("../../shared/lua/queue_enqueue.lua"),
+        ),
+        ("queue_claim", include_str!("../../shared/lua/queue_claim.lua")),
+        ("queue_settle", include_str!("../../shared/lua/queue_settle.lua")),
+        ("queue_bury", include_str!("../../shared/lua/queue_bury.lua")),
+        (
+            "queue_redrive",
+            include_str!("../../shared/lua/queue_redrive.lua"),
+        ),
+        ("queue_stats", include_str!("../../shared/lua/queue_stats.lua")),
+    ]
+    .into_iter()
+    .map(|(name, body)| (name, body.to_owned()))
+    .collect()
+}
+
+/// The highest `WORD[n]` in `text`.
+fn highest(text: &str, word: &str) -> usize {
+    text.match_indices(&format!("{word}["))
+        .filter_map(|(i, m)| {
+            let rest = &text[i + m.len()..];
+            rest[..rest.find(']')?].parse().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// A queue script's header names every KEYS and ARGV slot its code reads, and no more.
+#[test]
+fn queue_script_headers_name_exactly_the_slots_their_code_reads() {
+    for (name, body) in queue_scripts() {
+        assert!(body.starts_with(&format!("--[[ {name}:")), "{name}: header first");
+        let end = body.find("]]").expect("header end");
+        let (header, code) = body.split_at(end);
+        assert!(header.contains("Input:") && header.contains("Output:"), "{name}");
+        for word in ["KEYS", "ARGV"] {
+            assert_eq!(
+                highest(header, word),
+                highest(code, word),
+                "{name}: {word} drifted"
+            );
+        }
+        let assembled = lawsync::queue::assemble_script(&body);
+        assert!(
+            !assembled.contains("@include"),
+            "{name}: an include was not pasted"
+        );
+    }
+}
+
+/// queue_enqueue, called with the KEYS/ARGV its header documents: {status, due, id}, and a
+/// dead letter revived with the notes appended to its history.
+#[tokio::test]
+async fn queue_enqueue_follows_its_header() {
+    let body = include_str!("../../shared/lua/queue_enqueue.lua");
+    let script = Script::new(&lawsync::queue::assemble_script(body));
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let k = unique_ns("lua").queue();
+        let call = |id: &str| {
+            let mut s = script.prepare_invoke();
+            for key in [
+                &k.jobs, &k.first, &k.count, &k.errors, &k.waiting, &k.dead, &k.ready, &k.leased, &k.lease,
+                &k.alerts, &k.meta,
+            ] {
+                s.key(key);
+            }
+            s.arg(id)
+                .arg(r#"{"type":"DETAIL","identity":"1","payload":{}}"#)
+                .arg(1000)
+                .arg(r#"[{"atMs":1,"kind":"a","message":"new"}]"#)
+                .arg(r#"[{"atMs":2,"kind":"revived","message":"r"},{"atMs":3,"kind":"a","message":"again"}]"#)
+                .arg(2)
+                .arg("");
+            s
+        };
+        let (status, due, id): (i64, i64, String) =
+            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
+        assert_eq!((status, id.as_str()), (1, "DETAIL:1"), "{topo:?}");
+        assert!(due > 0);
+        let (status, due, _): (i64, i64, String) =
+            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
+        assert_eq!((status, due), (0, 0), "{topo:?}: already queued");
+        let _: () = redis::pipe()
+            .cmd("ZREM")
+            .arg(&k.waiting)
+            .arg("DETAIL:1")
+            .ignore()
+            .cmd("ZADD")
+            .arg(&k.dead)
+            .arg(1)
+            .arg("DETAIL:1")
+            .ignore()
+            .query_async(&mut conn)
+            .await
+            .expect("make it dead");
+        let (status, _, _): (i64, i64, String) =
+            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
+        assert_eq!(status, 3, "{topo:?}: revived");
+        let history: String = redis::cmd("HGET")
+            .arg(&k.errors)
+            .arg("DETAIL:1")
+            .query_async(&mut conn)
+            .await
+            .expect("errors");
+        let notes: Vec<serde_json::Value> = serde_json::from_str(&history).expect("a JSON array");
+        let kept: Vec<&str> = notes.iter().filter_map(|n| n["message"].as_str()).collect();
+        assert_eq!(
+            kept,
+            ["r", "again"],
+            "{topo:?}: the newest ARGV[6] notes: {history}"
+        );
+        let v: String = redis::cmd("HGET")
+            .arg(&k.meta)
+            .arg("v")
+            .query_async(&mut conn)
+            .await
+            .expect("v");
+        assert_eq!(v, "2", "{topo:?}");
+    }
+}

@@ -209,10 +209,6 @@ async fn failures_reschedule_with_history_then_dead_letter_and_redrive() {
             dead[0].last_error.as_ref().map(|e| e.message.as_str()),
             Some("round 3")
         );
-        assert_eq!(
-            q.enqueue(&detail(3), None, note("again")).await.expect("enqueue"),
-            Enqueued::AlreadyDead
-        );
         assert_eq!(q.redrive(Some("DETAIL:404"), 10).await.expect("redrive"), 0);
         assert_eq!(q.redrive(Some("DETAIL:3"), 10).await.expect("redrive"), 1);
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -430,4 +426,152 @@ async fn a_large_redrive_runs_in_bounded_steps() {
     assert_eq!(q.redrive(None, usize::MAX).await.expect("redrive"), 200);
     let stats = q.stats().await.expect("stats");
     assert_eq!((stats.dead, stats.depth), (0, 1_200));
+}
+
+/// Dead-letters `job` the way the drainer does: its last failure.
+async fn kill(q: &RetryQueue, job: &Job) {
+    q.enqueue(job, Some(Duration::ZERO), note("first"))
+        .await
+        .expect("enqueue");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let leased = q.claim(1, LEASE).await.expect("claim").entries;
+    assert_eq!(leased.len(), 1);
+    assert_eq!(
+        q.fail(&leased[0], note("last"), None, 1).await.expect("fail"),
+        Settled::Dead
+    );
+}
+
+/// New work for a job that died earlier (last week's outage) is not swallowed: the job
+/// leaves the dead letters and their pending alerts, with fresh attempts and its story.
+#[tokio::test]
+async fn new_work_revives_a_dead_letter_with_fresh_attempts_and_its_history() {
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("revive"), fast()).await;
+        kill(&q, &detail(3)).await;
+        assert_eq!(q.pending_alerts(10).await.expect("alerts").len(), 1);
+        let got = q.enqueue(&detail(3), None, note("today")).await.expect("enqueue");
+        assert!(matches!(got, Enqueued::Revived { .. }), "{topo:?}: {got:?}");
+        let stats = q.stats().await.expect("stats");
+        assert_eq!((stats.depth, stats.dead), (1, 0), "{topo:?}: {stats:?}");
+        assert!(q.pending_alerts(10).await.expect("alerts").is_empty(), "{topo:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let leased = q.claim(1, LEASE).await.expect("claim").entries;
+        assert_eq!(leased.len(), 1, "{topo:?}");
+        assert_eq!(leased[0].retry_count, 0, "{topo:?}: fresh attempts");
+        let story: Vec<&str> = leased[0].errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(story[..2], ["first", "last"], "{topo:?}: history kept: {story:?}");
+        assert_eq!(story[3], "today", "{topo:?}: {story:?}");
+        assert_eq!(leased[0].errors[2].kind, "revived", "{topo:?}: {story:?}");
+        // Recording a permanent failure of a job that is dead already is not silent either.
+        q.dead_letter(&leased[0], note("gone")).await.expect("dead");
+        q.alerts_delivered(&["DETAIL:3".to_owned()])
+            .await
+            .expect("delivered");
+        let job = detail(3);
+        let buried = q.record_dead(&job, note("still gone")).await.expect("bury");
+        assert_eq!(buried, lawsync::queue::Buried::AlreadyDead, "{topo:?}");
+        let owed = q.pending_alerts(10).await.expect("alerts");
+        assert_eq!(owed.len(), 1, "{topo:?}: alerted again");
+        let last = owed[0].last_error.as_ref().map(|e| e.message.as_str());
+        assert_eq!(last, Some("still gone"), "{topo:?}");
+    }
+}
+
+/// An entry whose job field was lost while it is leased is still that one entry: enqueueing
+/// the job again restores the field, and no second lease is handed out while the first lives.
+#[tokio::test]
+async fn a_leased_entry_that_lost_its_job_field_is_never_leased_twice() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("twice");
+        let q = queue(topo, &ns, fast()).await;
+        q.enqueue(&detail(4), Some(Duration::ZERO), note("x"))
+            .await
+            .expect("enqueue");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let first = q.claim(1, LEASE).await.expect("claim").entries;
+        assert_eq!(first.len(), 1);
+        let mut conn = topo.connect().await;
+        let _: () = redis::cmd("HDEL")
+            .arg(&ns.queue().jobs)
+            .arg("DETAIL:4")
+            .query_async(&mut conn)
+            .await
+            .expect("lose the job field");
+        let again = q
+            .enqueue(&detail(4), Some(Duration::ZERO), note("y"))
+            .await
+            .expect("enqueue");
+        assert_eq!(again, Enqueued::AlreadyQueued, "{topo:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let second = q.claim(5, LEASE).await.expect("claim");
+        assert!(second.entries.is_empty(), "{topo:?}: leased twice: {second:?}");
+        let stats = q.stats().await.expect("stats");
+        assert_eq!((stats.depth, stats.in_flight), (1, 1), "{topo:?}: {stats:?}");
+        let listed = q.list(5).await.expect("list");
+        assert_eq!(
+            listed[0].job,
+            Some(detail(4)),
+            "{topo:?}: the job field is restored"
+        );
+        assert!(q.ack(&first[0]).await.expect("ack"), "{topo:?}");
+        assert_eq!(q.stats().await.expect("stats").depth, 0, "{topo:?}");
+    }
+}
+
+/// The longest search the handlers accept (200 characters of query, the widest page
+/// number) is a job the queue takes whole: queued once, claimed, failed to dead, redriven.
+/// Its member name stays short and says what it is.
+#[tokio::test]
+async fn the_longest_accepted_search_can_be_parked_dead_lettered_and_redriven() {
+    let longest = |query: String| {
+        let req = lawsync::law::SearchRequest {
+            from: "20260101".into(),
+            to: "20261231".into(),
+            query: Some(query),
+            page: Some(u32::MAX),
+            display: Some(100),
+        };
+        assert!(req.params().is_ok(), "the handlers accept it");
+        lawsync::app::jobs::search_job(&req)
+    };
+    let hangul = longest("가".repeat(200));
+    let astral = longest("𝄞".repeat(200));
+    let near = longest(format!("{}나", "가".repeat(199)));
+    let id = hangul.id();
+    assert!(
+        id.starts_with("SEARCH:20260101~20261231~가") && id.len() < 160,
+        "{id}"
+    );
+    assert_ne!(id, near.id(), "one name per job");
+    for topo in Topology::ALL {
+        let q = queue(topo, &unique_ns("long"), fast()).await;
+        for job in [&hangul, &astral, &near] {
+            let parked = q.enqueue(job, Some(Duration::ZERO), note("x")).await;
+            assert!(
+                matches!(parked, Ok(Enqueued::Queued { .. })),
+                "{topo:?}: {parked:?}"
+            );
+        }
+        let again = q.enqueue(&hangul, None, note("y")).await.expect("enqueue");
+        assert_eq!(again, Enqueued::AlreadyQueued, "{topo:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let claimed = q.claim(10, LEASE).await.expect("claim");
+        assert_eq!(claimed.entries.len(), 3, "{topo:?}: {claimed:?}");
+        for e in &claimed.entries {
+            assert_eq!(
+                q.fail(e, note("last"), None, 1).await.expect("fail"),
+                Settled::Dead
+            );
+        }
+        let dead = q.dead(10).await.expect("dead");
+        let jobs: Vec<_> = dead.iter().filter_map(|d| d.job.clone()).collect();
+        assert!(
+            jobs.contains(&hangul) && jobs.contains(&astral),
+            "{topo:?}: kept whole"
+        );
+        assert_eq!(q.redrive(Some(&id), 10).await.expect("redrive"), 1, "{topo:?}");
+        assert_eq!(q.redrive(None, 10).await.expect("redrive"), 2, "{topo:?}");
+        assert_eq!(q.stats().await.expect("stats").depth, 3, "{topo:?}");
+    }
 }

@@ -12,7 +12,8 @@ use crate::documents::precedent_key;
 use crate::drainer::Outcome;
 use crate::gate::GateError;
 use crate::law::{Disposition, LawError, SearchRequest};
-use crate::queue::{Enqueued, ErrorNote, Job};
+use crate::policy::GATE_REFUSED_RETRY;
+use crate::queue::{Buried, Enqueued, ErrorNote, Job};
 
 /// Job type of a search page.
 pub const SEARCH: &str = "SEARCH";
@@ -165,11 +166,17 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     match result {
         Ok(()) => Outcome::Done,
         // The deadline, not the upstream, stopped it: not a failure.
-        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted,
-        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { bound, .. })))
-            if bound < deps.cfg.gate.max_wait =>
-        {
-            Outcome::NotStarted
+        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted { retry_in: None },
+        // The gate refused before any call: not an attempt, whatever the reason. Due when the
+        // gate expects room (the slot it would have granted: a cooldown's end, or behind the
+        // callers ahead), or shortly when it could not say.
+        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. }))) => {
+            Outcome::NotStarted { retry_in: Some(wait) }
+        }
+        Err(JobError::Law(LawError::Gate(GateError::Unsettled { .. } | GateError::Unavailable(_)))) => {
+            Outcome::NotStarted {
+                retry_in: Some(GATE_REFUSED_RETRY),
+            }
         }
         Err(e) => match e.disposition() {
             Disposition::Permanent => Outcome::Dead { error: e.note() },
@@ -215,7 +222,13 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
         (_, Disposition::Permanent) => {
             tracing::error!(kind = %err_kind(&err), error = %err, "permanent failure; not retried");
             return match deps.queue.record_dead(job, note).await {
-                Ok(()) => Settlement::Permanent,
+                Ok(Buried::Recorded) => Settlement::Permanent,
+                Ok(Buried::AlreadyDead) => {
+                    tracing::warn!(
+                        "already a dead letter: this failure was added to its history and alerted again"
+                    );
+                    Settlement::Permanent
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "could not record the dead letter; returning the message to SQS");
                     Settlement::ReturnToSqs
@@ -229,9 +242,9 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
             Settlement::Parked
         }
         Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
-        Ok(Enqueued::AlreadyDead) => {
-            tracing::warn!("already a dead letter; redrive it to retry");
-            Settlement::Permanent
+        Ok(Enqueued::Revived { due_in }) => {
+            tracing::warn!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "was a dead letter: revived with fresh attempts by this new work");
+            Settlement::Parked
         }
         Err(e) => {
             tracing::error!(error = %e, "could not park the job; returning the message to SQS");

@@ -196,7 +196,7 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Strin
     let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
     let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
     match deps.queue.record_dead(&job, note).await {
-        Ok(()) => Settlement::Permanent,
+        Ok(_) => Settlement::Permanent,
         Err(e) => {
             tracing::error!(error = %e, "could not record the invalid message; returning it to SQS");
             Settlement::ReturnToSqs

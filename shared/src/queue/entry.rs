@@ -5,8 +5,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::law::FailureRecord;
+use crate::policy::{
+    IDENTITY_PREFIX_BYTES, LEGACY_MAX_IDENTITY_BYTES, MAX_JOB_IDENTITY_BYTES, READABLE_IDENTITY_BYTES,
+};
 
 /// A unit of work to retry. `kind` routes it to a handler (`SEARCH`, `DETAIL`, ...);
 /// `identity` makes enqueueing idempotent: one entry per kind and identity.
@@ -29,9 +33,27 @@ impl Job {
         }
     }
 
-    /// The queue's member name: `KIND:identity`.
+    /// The queue's member name: `KIND:identity`, or for an identity longer than
+    /// [`READABLE_IDENTITY_BYTES`], `KIND:<its first bytes>~sha256:<hex digest>`: bounded,
+    /// and still one name per job.
     pub fn id(&self) -> String {
-        format!("{}:{}", self.kind, self.identity)
+        if self.identity.len() <= READABLE_IDENTITY_BYTES {
+            return format!("{}:{}", self.kind, self.identity);
+        }
+        let mut cut = IDENTITY_PREFIX_BYTES;
+        while !self.identity.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let digest = Sha256::digest(self.identity.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}:{}~sha256:{hex}", self.kind, &self.identity[..cut])
+    }
+
+    /// The name the previous release gave this job when it differs from [`Job::id`]: the
+    /// whole identity, for identities it accepted (up to [`LEGACY_MAX_IDENTITY_BYTES`]).
+    pub(crate) fn legacy_id(&self) -> Option<String> {
+        (self.identity.len() > READABLE_IDENTITY_BYTES && self.identity.len() <= LEGACY_MAX_IDENTITY_BYTES)
+            .then(|| format!("{}:{}", self.kind, self.identity))
     }
 
     pub(crate) fn check(&self) -> Result<(), String> {
@@ -45,10 +67,12 @@ impl Job {
             return Err(format!("job type must be 1-32 of A-Z 0-9 _, got {:?}", self.kind));
         }
         if self.identity.is_empty()
-            || self.identity.len() > 256
+            || self.identity.len() > MAX_JOB_IDENTITY_BYTES
             || self.identity.chars().any(char::is_control)
         {
-            return Err("job identity must be 1-256 printable characters".into());
+            return Err(format!(
+                "job identity must be 1-{MAX_JOB_IDENTITY_BYTES} bytes of printable characters"
+            ));
         }
         Ok(())
     }

@@ -6,7 +6,12 @@
 //!                 └──────── fail: retryCount+1, backoff ┤
 //!                                   lease ends (drainer died) ──► ready
 //!                       fail #RETRY_MAX_ATTEMPTS, or permanent ──► dead ──redrive──► waiting
+//!                                      new work for a dead job (enqueue) ──► revived ──► waiting
 //! ```
+//!
+//! Membership in the sets, not a stored field, says whether a job is queued: an id is in at
+//! most one of waiting, ready, leased and dead, and a claim never leases an id that is still
+//! leased or dead, whatever damage a stray copy in another set did.
 //!
 //! Every transition is one Lua script over keys sharing one hash tag (see [`crate::keys`]),
 //! so it runs on a Redis Cluster. A claim costs O(log N) per entry it moves, never a read of
@@ -18,6 +23,9 @@ mod entry;
 pub(crate) mod scripts;
 
 pub use entry::{EntryView, ErrorNote, Job, Leased, QueueStats};
+/// Pastes a script's `@include`s, as the queue loads it: for tests that call a script
+/// directly with the KEYS/ARGV its header documents.
+pub use scripts::assemble as assemble_script;
 
 use std::time::Duration;
 
@@ -38,7 +46,18 @@ pub enum Enqueued {
     Queued { due_in: Duration },
     /// The same job is already queued (waiting, due or leased); nothing changed.
     AlreadyQueued,
-    /// The same job is a dead letter; nothing changed (redrive it).
+    /// The same job was a dead letter: new work revived it, with fresh attempts
+    /// (retryCount 0), due after `due_in`, its history kept with a `revived` note.
+    Revived { due_in: Duration },
+}
+
+/// What [`RetryQueue::record_dead`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buried {
+    /// A new dead letter (a live entry of the job, if any, left the live sets).
+    Recorded,
+    /// The job was a dead letter already: the note was added to its history and its alert
+    /// is owed again.
     AlreadyDead,
 }
 
@@ -156,26 +175,41 @@ impl RetryQueue {
     ) -> Result<Enqueued, StoreError> {
         let job_json = job_json(job)?;
         let delay = delay.min(RETRY_AFTER_CAP);
+        let revived = ErrorNote::now(
+            "revived",
+            "new work for this dead letter: retried afresh (retryCount 0)",
+            None,
+        );
+        let revival = self.notes_json(&[revived, error.clone()]);
         let history = self.history_json(&[], error);
         let k = &self.keys;
-        let (status, _due): (i64, i64) = scripts::ENQUEUE
+        let (status, _due, _id): (i64, i64, String) = scripts::ENQUEUE
             .key(&k.jobs)
             .key(&k.first)
             .key(&k.count)
             .key(&k.errors)
             .key(&k.waiting)
             .key(&k.dead)
+            .key(&k.ready)
+            .key(&k.leased)
+            .key(&k.lease)
+            .key(&k.alerts)
+            .key(&k.meta)
             .arg(job.id())
             .arg(job_json)
             .arg(ms(delay))
             .arg(history)
+            .arg(revival)
+            .arg(ERROR_HISTORY_LEN)
+            .arg(job.legacy_id().unwrap_or_default())
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(match status {
-            1 => Enqueued::Queued { due_in: delay },
-            0 => Enqueued::AlreadyQueued,
-            _ => Enqueued::AlreadyDead,
-        })
+        match status {
+            1 => Ok(Enqueued::Queued { due_in: delay }),
+            0 => Ok(Enqueued::AlreadyQueued),
+            3 => Ok(Enqueued::Revived { due_in: delay }),
+            _ => Err(StoreError::Protocol("queue_enqueue reply")),
+        }
     }
 
     /// Leases up to `k` due entries for `lease`, oldest first failure first.
@@ -193,6 +227,8 @@ impl RetryQueue {
             .key(&q.count)
             .key(&q.errors)
             .key(&q.seq)
+            .key(&q.dead)
+            .key(&q.meta)
             .arg(k)
             .arg(ms(lease).max(1))
             .arg(CLAIM_MOVE_LIMIT)
@@ -296,11 +332,12 @@ impl RetryQueue {
     }
 
     /// Records `job` as a dead letter at once (a permanent failure seen outside the queue),
-    /// with `error`, and owes an alert for it. A job already dead is left as it is.
-    pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<(), StoreError> {
+    /// with `error` added to any history it has, and owes an alert for it. A job already
+    /// dead gets the note and a new alert ([`Buried::AlreadyDead`]).
+    pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<Buried, StoreError> {
         let job_json = job_json(job)?;
         let q = &self.keys;
-        let _: i64 = scripts::BURY
+        let (status, _id): (i64, String) = scripts::BURY
             .key(&q.jobs)
             .key(&q.count)
             .key(&q.errors)
@@ -311,18 +348,34 @@ impl RetryQueue {
             .key(&q.lease)
             .key(&q.dead)
             .key(&q.alerts)
+            .key(&q.meta)
             .arg(job.id())
             .arg(job_json)
-            .arg(self.history_json(&[], error))
+            .arg(self.notes_json(&[error]))
+            .arg(ERROR_HISTORY_LEN)
+            .arg(job.legacy_id().unwrap_or_default())
             .invoke_async(&mut self.conn.clone())
             .await?;
-        Ok(())
+        Ok(if status == 1 {
+            Buried::Recorded
+        } else {
+            Buried::AlreadyDead
+        })
     }
 
     /// Not worked (the pass ran out of time): back to the front of the due entries,
     /// retryCount unchanged.
     pub async fn release(&self, leased: &Leased) -> Result<bool, StoreError> {
         self.settle(&leased.id, &leased.token, "release", 0, "", Duration::ZERO)
+            .await
+    }
+
+    /// Not worked, and not workable before `delay` (the rate gate has no room until then):
+    /// back to the waiting entries, due after `delay`, retryCount and history unchanged.
+    /// `false` when the lease was lost.
+    pub async fn release_until(&self, leased: &Leased, delay: Duration) -> Result<bool, StoreError> {
+        let delay = delay.min(RETRY_AFTER_CAP);
+        self.settle(&leased.id, &leased.token, "later", 0, "", delay)
             .await
     }
 
@@ -347,6 +400,7 @@ impl RetryQueue {
             .key(&q.ready)
             .key(&q.dead)
             .key(&q.alerts)
+            .key(&q.meta)
             .arg(id)
             .arg(token)
             .arg(action)
@@ -375,6 +429,7 @@ impl RetryQueue {
                 .key(&q.jobs)
                 .key(&q.errors)
                 .key(&q.alerts)
+                .key(&q.meta)
                 .arg(id.unwrap_or(""))
                 .arg(step)
                 .invoke_async(&mut self.conn.clone())
@@ -404,6 +459,7 @@ impl RetryQueue {
             .key(&q.ready)
             .key(&q.leased)
             .key(&q.dead)
+            .key(&q.meta)
             .invoke_async(&mut self.conn.clone())
             .await?;
         let &[now, depth, due_now, in_flight, dead, oldest, next_due] = v.as_slice() else {
@@ -501,6 +557,19 @@ impl RetryQueue {
         note.kind = self.clean(&note.kind);
         let skip = (previous.len() + 1).saturating_sub(ERROR_HISTORY_LEN);
         let notes: Vec<&ErrorNote> = previous.iter().chain(std::iter::once(&note)).skip(skip).collect();
+        serde_json::to_string(&notes).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// `notes` as a JSON array, each cleaned as [`RetryQueue::history_json`] does.
+    fn notes_json(&self, notes: &[ErrorNote]) -> String {
+        let notes: Vec<ErrorNote> = notes
+            .iter()
+            .map(|n| ErrorNote {
+                kind: self.clean(&n.kind),
+                message: self.clean(&n.message),
+                ..n.clone()
+            })
+            .collect();
         serde_json::to_string(&notes).unwrap_or_else(|_| "[]".into())
     }
 
