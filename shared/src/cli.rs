@@ -410,7 +410,9 @@ async fn gate(action: GateAction, json: bool) -> Result<(), String> {
         .iter()
         .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     if !has_key {
-        return Err("lawsync gate: the gate belongs to the API key; set LAW_API_OC or LAW_API_OC_SECRET_ARN".into());
+        return Err(
+            "lawsync gate: the gate belongs to the API key; set LAW_API_OC or LAW_API_OC_SECRET_ARN".into(),
+        );
     }
     let (cfg, conn, ns) = redis_only().await?;
     let sdk = crate::aws::sdk_config().await;
@@ -433,7 +435,11 @@ async fn gate(action: GateAction, json: bool) -> Result<(), String> {
                 "next slot in {} ms; cooldown {}{}",
                 s.next_slot_in.as_millis(),
                 age(s.cooldown),
-                if s.fresh { " (no state yet: the first call waits one interval of quiet)" } else { "" }
+                if s.fresh {
+                    " (no state yet: the first call waits one interval of quiet)"
+                } else {
+                    ""
+                }
             );
             Ok(())
         }

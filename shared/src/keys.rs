@@ -163,7 +163,11 @@ mod tests {
         assert_eq!(a, b, "one key, one gate, whatever the environment");
         assert_ne!(a, other);
         assert!(!a.as_str().contains("my-oc-value"), "{}", a.as_str());
-        assert!(a.as_str().starts_with("{lawsync:gate:law-go-kr:"), "{}", a.as_str());
+        assert!(
+            a.as_str().starts_with("{lawsync:gate:law-go-kr:"),
+            "{}",
+            a.as_str()
+        );
         assert_eq!(a.as_str().len(), "{lawsync:gate:law-go-kr:}:gate".len() + 24);
     }
 

@@ -71,9 +71,8 @@ async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String
 #[tokio::test]
 async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
     let oc = unique_oc(OC);
-    let doc =
-        json!({ "PrecService": { "판례정보일련번호": "51", "사건명": "x", "판례내용": oc.clone() } })
-            .to_string();
+    let doc = json!({ "PrecService": { "판례정보일련번호": "51", "사건명": "x", "판례내용": oc.clone() } })
+        .to_string();
     let up = Upstream::start(vec![Reply::json(doc)], Reply::status(500)).await;
     let env = env_for(&up, true, &oc);
     let event = json!({ "Records": [

@@ -110,7 +110,10 @@ async fn a_stale_grant_is_given_back() {
         assert!(grant.age() > lawsync::policy::grant_validity(Duration::from_millis(200)));
         assert!(gate.give_back(&grant).await.expect("give back"), "{topo:?}");
         let next = gate.acquire(Deadline::NONE).await.expect("grant");
-        assert_eq!(next.round_trips, 1, "{topo:?}: the unsent start still counted: {next:?}");
+        assert_eq!(
+            next.round_trips, 1,
+            "{topo:?}: the unsent start still counted: {next:?}"
+        );
         assert!(
             !gate.give_back(&grant).await.expect("give back"),
             "{topo:?}: given back twice"
@@ -168,7 +171,10 @@ async fn damaged_and_newer_state_are_named_errors() {
                 assert!(text.contains("costs one interval of quiet"), "{text}");
             }
             (GateError::Unavailable(StoreError::Newer(_)), "NEWER") => {
-                assert!(text.contains("format 9, this release understands up to 2"), "{text}");
+                assert!(
+                    text.contains("format 9, this release understands up to 2"),
+                    "{text}"
+                );
             }
             _ => panic!("{field}={value}: {err:?}"),
         }

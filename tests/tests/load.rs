@@ -114,11 +114,11 @@ struct Figures {
 
 /// Every first attempt's grant moment (µs, Redis' clock) and grant-to-send delay (ms).
 fn grant_times(summaries: &[Value]) -> (Vec<u64>, Vec<f64>) {
-    let calls = summaries
-        .iter()
-        .filter_map(|s| s["sent"].as_array())
-        .flatten();
-    let mut granted: Vec<u64> = calls.clone().filter_map(|c| c["granted_at_us"].as_u64()).collect();
+    let calls = summaries.iter().filter_map(|s| s["sent"].as_array()).flatten();
+    let mut granted: Vec<u64> = calls
+        .clone()
+        .filter_map(|c| c["granted_at_us"].as_u64())
+        .collect();
     granted.sort_unstable();
     let mut delay: Vec<f64> = calls
         .filter_map(|c| c["grant_to_send_us"].as_u64())

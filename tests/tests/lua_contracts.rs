@@ -87,7 +87,13 @@ async fn defer(conn: &mut Conn, key: &str, d: i64, burst: i64) -> Vec<i64> {
 async fn set_state(conn: &mut Conn, key: &str, tat: i64, sat: i64, cool: i64, epoch: i64) {
     let _: () = redis::cmd("HSET")
         .arg(key)
-        .arg(&[("v", 2), ("tat", tat), ("sat", sat), ("cool", cool), ("epoch", epoch)])
+        .arg(&[
+            ("v", 2),
+            ("tat", tat),
+            ("sat", sat),
+            ("cool", cool),
+            ("epoch", epoch),
+        ])
         .query_async(conn)
         .await
         .expect("hset");
@@ -287,11 +293,7 @@ async fn a_late_holder_starts_in_its_gap_and_a_refused_one_gives_its_slot_back()
         // The next holder, on time: moved back to one interval after that start.
         let next_slot = redis_now(&mut conn, &key).await;
         let moved = acquire(&mut conn, &key, 30 * SEC, next_slot, epoch).await;
-        assert_eq!(
-            (moved[0], moved[1]),
-            (1, started + SEC),
-            "{topo:?}: {moved:?}"
-        );
+        assert_eq!((moved[0], moved[1]), (1, started + SEC), "{topo:?}: {moved:?}");
 
         // A holder later than the tolerance whose slot another call started in while it
         // slept: a fresh slot at the back, behind every reservation.
@@ -337,7 +339,10 @@ async fn a_lost_state_opens_with_an_interval_of_quiet() {
         let st = status(&mut conn, &key).await;
         assert_eq!(st[3], 1, "{topo:?}: status says the state is fresh: {st:?}");
         let fresh = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
-        assert_eq!(fresh[0], 1, "{topo:?}: a fresh state grants nothing at once: {fresh:?}");
+        assert_eq!(
+            fresh[0], 1,
+            "{topo:?}: a fresh state grants nothing at once: {fresh:?}"
+        );
         assert_eq!(fresh[1], fresh[2] + SEC, "{topo:?}: one interval of quiet");
         assert!(fresh[1] >= go[2] + SEC, "{topo:?}");
         // The slot of the lost state, confirmed now, is handled as a fresh request.
@@ -415,7 +420,12 @@ async fn state_versions_are_checked_and_the_old_format_is_read() {
         let now = redis_now(&mut conn, &old).await;
         let _: () = redis::cmd("HSET")
             .arg(&old)
-            .arg(&[("tat", now + 3 * SEC), ("sat", now + 2 * SEC), ("cool", now + 2 * SEC), ("epoch", 5)])
+            .arg(&[
+                ("tat", now + 3 * SEC),
+                ("sat", now + 2 * SEC),
+                ("cool", now + 2 * SEC),
+                ("epoch", 5),
+            ])
             .query_async(&mut conn)
             .await
             .expect("hset");
@@ -441,7 +451,10 @@ async fn gate_release_gives_back_only_the_last_start() {
         let given: i64 = release(&mut conn, &key, &go, go[4]).await;
         assert_eq!(given, 1, "{topo:?}");
         let again = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
-        assert_eq!(again[0], 0, "{topo:?}: the start given back does not count: {again:?}");
+        assert_eq!(
+            again[0], 0,
+            "{topo:?}: the start given back does not count: {again:?}"
+        );
         let twice: i64 = release(&mut conn, &key, &go, go[4]).await;
         assert_eq!(twice, 0, "{topo:?}: another start was granted since");
         assert_eq!(field(&mut conn, &key, "sat").await, again[6], "{topo:?}");
@@ -458,7 +471,10 @@ async fn gate_defer_adopt_and_status_follow_their_headers() {
         assert_eq!(d.len(), 2);
         assert!(d[0] >= d[1] + 5 * SEC - 1, "{topo:?}: {d:?}");
         let shorter = defer(&mut conn, &key, SEC, 1).await;
-        assert_eq!(shorter[0], d[0], "{topo:?}: a shorter cooldown must not shorten the end");
+        assert_eq!(
+            shorter[0], d[0],
+            "{topo:?}: a shorter cooldown must not shorten the end"
+        );
         // The slot reserved before the cooldown is void: queued again behind its end.
         let voided = acquire(&mut conn, &key, 30 * SEC, waiting[1], waiting[4]).await;
         assert_eq!(voided[0], 1, "{topo:?}: {voided:?}");
@@ -466,7 +482,10 @@ async fn gate_defer_adopt_and_status_follow_their_headers() {
         let st = status(&mut conn, &key).await;
         assert_eq!(st.len(), 6);
         assert_eq!(st[2], d[0], "{topo:?}: status shows the cooldown end");
-        assert!(st[1] >= d[0], "{topo:?}: no start before the cooldown ends: {st:?}");
+        assert!(
+            st[1] >= d[0],
+            "{topo:?}: no start before the cooldown ends: {st:?}"
+        );
         assert!(st[5] > held[2], "{topo:?}: sat follows the first start: {st:?}");
         assert_eq!(st[3], 0, "{topo:?}: not fresh");
 
@@ -487,7 +506,11 @@ async fn gate_defer_adopt_and_status_follow_their_headers() {
         let taken: i64 = adopt(&mut conn, &key3, now + 4 * SEC, now + 3 * SEC, now + 3 * SEC).await;
         assert_eq!(taken, 1, "{topo:?}");
         let st3 = status(&mut conn, &key3).await;
-        assert_eq!((st3[2], st3[4], st3[5]), (now + 3 * SEC, now + 4 * SEC, now + 3 * SEC), "{topo:?}");
+        assert_eq!(
+            (st3[2], st3[4], st3[5]),
+            (now + 3 * SEC, now + 4 * SEC, now + 3 * SEC),
+            "{topo:?}"
+        );
     }
 }
 

@@ -200,7 +200,10 @@ impl LawClient {
                     reslotted: given_back,
                 });
             }
-            tracing::debug!(given_back, "rate gate: grant went stale before it could be sent; given back");
+            tracing::debug!(
+                given_back,
+                "rate gate: grant went stale before it could be sent; given back"
+            );
             // The same slot again, taken at once if nobody started since.
             let left = bound.saturating_sub(asked.elapsed());
             grant = self.gate.acquire_again(&grant, until, left).await?;

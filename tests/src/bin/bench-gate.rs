@@ -38,6 +38,10 @@ enum Design {
     Seed,
 }
 
+/// Per grant: granted at and slot (µs on Redis' clock), slots moved before the grant, and
+/// grant to send (µs).
+type GrantRecord = (u64, u64, u32, u64);
+
 #[derive(Debug)]
 struct Run {
     calls_per_grant: f64,
@@ -214,9 +218,7 @@ async fn contended(
         .map(|c| Arc::new(Gate::new(c.clone(), &ns, gate_cfg)))
         .collect();
     let seed_calls = Arc::new(AtomicU64::new(0));
-    // (granted at, slot µs on Redis' clock; slots moved before the grant; grant to send µs)
-    // per grant.
-    let grants: Arc<Mutex<Vec<(u64, u64, u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let grants: Arc<Mutex<Vec<GrantRecord>>> = Arc::new(Mutex::new(Vec::new()));
     let started = Arc::new(AtomicU64::new(0));
     let seed_script = Arc::new(Script::new(SEED_SLOT));
     let before = commandstats_calls(&conns[0]).await?;
@@ -237,7 +239,12 @@ async fn contended(
                 let grant = match design {
                     Design::Project => {
                         let g = gate.acquire(Deadline::NONE).await.expect("grant");
-                        (g.granted_at_us, g.slot_us, g.reslotted, g.age().as_micros() as u64)
+                        (
+                            g.granted_at_us,
+                            g.slot_us,
+                            g.reslotted,
+                            g.age().as_micros() as u64,
+                        )
                     }
                     Design::Seed => {
                         let t = seed_acquire(&conn, &seed_script, &key, &seed_calls).await;
