@@ -725,3 +725,51 @@ async fn a_backoff_longer_than_the_wait_bound_is_handed_back_not_slept() {
     );
     assert_clean(&err);
 }
+
+/// A call that reached law.go.kr has made an attempt, whatever the gate does next: a 429
+/// whose cooldown cannot be written, and a 503 whose retry finds the gate unusable, both
+/// end as `TryLater` with the status and the attempt, not as a gate error (which the
+/// drainer treats as no attempt at all).
+#[tokio::test]
+async fn a_gate_failure_after_a_call_keeps_the_attempt() {
+    for status in [429, 503] {
+        let up = Upstream::start(
+            vec![Reply::status(status).delayed(Duration::from_millis(300))],
+            Reply::status(500),
+        )
+        .await;
+        let cfg = config(
+            &up.base_url,
+            &[("LAW_API_MAX_ATTEMPTS", "3"), ("LAW_API_MAX_WAIT_MS", "5000")],
+        );
+        let ns = unique_ns("client-gate-after");
+        let mut conn = Topology::Standalone.connect().await;
+        lawsync_tests::servers::settle_gate(&mut conn, &ns.gate()).await;
+        let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
+        let client = LawClient::new(&cfg.law, Secret::new(OC), gate).expect("client");
+        let call = tokio::spawn(async move { client.detail("51", Deadline::NONE).await });
+        // While the reply is on its way, the gate state is damaged: defer and acquire fail.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _: () = redis::cmd("HSET")
+            .arg(ns.gate())
+            .arg("cool")
+            .arg("nan")
+            .query_async(&mut conn)
+            .await
+            .expect("HSET");
+        let err = call.await.expect("task").expect_err("no document");
+        match err {
+            LawError::TryLater {
+                status: Some(s),
+                attempts: 1,
+                ..
+            } => assert_eq!(s, status),
+            other => panic!("{status}: the attempt was lost: {other:?}"),
+        }
+        assert_eq!(
+            up.seen().len(),
+            1,
+            "{status}: one call, no retry through a broken gate"
+        );
+    }
+}

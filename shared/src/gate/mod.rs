@@ -226,9 +226,10 @@ impl Gate {
         self.acquire_within(deadline, self.cfg.max_wait).await
     }
 
-    /// [`Gate::acquire`] with another wait bound than the configured `max_wait`. A holder
-    /// whose slot was moved back behind a late start may wait up to one pace (interval +
-    /// tolerance) past the bound, never past the deadline.
+    /// [`Gate::acquire`] with another wait bound than the configured `max_wait`. A caller
+    /// confirming a held slot may be handed up to one pace (interval + tolerance) more than
+    /// the bound (a move behind a late start, or a new slot after losing its own), never a
+    /// wait past the deadline.
     pub async fn acquire_within(&self, deadline: Deadline, max_wait: Duration) -> Result<Grant, GateError> {
         self.acquire_from(deadline, max_wait, (0, 0)).await
     }

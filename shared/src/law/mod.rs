@@ -34,7 +34,8 @@ use crate::config::LawApiConfig;
 use crate::deadline::Deadline;
 use crate::gate::{Gate, GateError, Grant};
 use crate::policy::{
-    BACKOFF_BASE, BACKOFF_JITTER_FRACTION, MAX_STALE_GRANTS, MIN_CALL_WINDOW, RETRY_AFTER_CAP,
+    BACKOFF_BASE, BACKOFF_JITTER_FRACTION, GATE_REFUSED_RETRY, MAX_STALE_GRANTS, MIN_CALL_WINDOW,
+    RETRY_AFTER_CAP,
 };
 use crate::secret::Secret;
 use http::{Attempt, Transport};
@@ -228,10 +229,11 @@ impl LawClient {
             let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
             let (grant, given_back) = match self.fresh_grant(deadline, bound).await {
                 Ok(g) => g,
-                // On a retry, keep what the earlier attempts learned.
-                Err(GateError::WaitTooLong { wait, .. }) if attempt > 0 => {
+                // On a retry, keep what the earlier attempts learned: they reached
+                // law.go.kr, so whatever stops the next one, the job has made attempts.
+                Err(e) if attempt > 0 => {
                     return Err(LawError::TryLater {
-                        wait,
+                        wait: e.retry_after().unwrap_or(GATE_REFUSED_RETRY),
                         status: last_status,
                         attempts: attempt,
                     });
@@ -300,7 +302,15 @@ impl LawClient {
             let delay = (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP);
             if status == Some(429) {
                 observe(status, Some(delay));
-                self.gate.defer(delay).await?;
+                if let Err(e) = self.gate.defer(delay).await {
+                    // The call was made and answered 429: an attempt, whatever Redis does.
+                    tracing::warn!(error = %e, "rate gate: could not set the cluster cooldown after a 429");
+                    return Err(LawError::TryLater {
+                        wait: delay,
+                        status,
+                        attempts,
+                    });
+                }
             } else if status.is_some() {
                 observe(status, None);
             }
