@@ -50,10 +50,22 @@ async fn try_acquire(
     tolerance: i64,
     epoch: i64,
 ) -> redis::RedisResult<Vec<i64>> {
+    try_acquire_burst(conn, key, 1, max_wait, held, tolerance, epoch).await
+}
+
+async fn try_acquire_burst(
+    conn: &mut Conn,
+    key: &str,
+    burst: i64,
+    max_wait: i64,
+    held: i64,
+    tolerance: i64,
+    epoch: i64,
+) -> redis::RedisResult<Vec<i64>> {
     script(ACQUIRE)
         .key(key)
         .arg(SEC)
-        .arg(1)
+        .arg(burst)
         .arg(max_wait)
         .arg(held)
         .arg(tolerance)
@@ -61,6 +73,13 @@ async fn try_acquire(
         .arg(IDLE_MS)
         .invoke_async(conn)
         .await
+}
+
+/// A burst-3 acquire with room to wait, confirming `held` (0: a fresh request).
+async fn acquire3(conn: &mut Conn, key: &str, held: i64, epoch: i64) -> Vec<i64> {
+    try_acquire_burst(conn, key, 3, 30 * SEC, held, TOL, epoch)
+        .await
+        .expect("gate_acquire")
 }
 
 async fn acquire(conn: &mut Conn, key: &str, max_wait: i64, held: i64, epoch: i64) -> Vec<i64> {
@@ -526,28 +545,10 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
         let now = redis_now(&mut conn, &key).await;
         // Two of the three burst starts used: sat two intervals ahead.
         set_state(&mut conn, &key, now, now + 2 * SEC, 0, 1).await;
-        let burst_acquire = |conn: &mut Conn, held: i64, epoch: i64| {
-            let key = key.clone();
-            let mut c = conn.clone();
-            async move {
-                script(ACQUIRE)
-                    .key(&key)
-                    .arg(SEC)
-                    .arg(BURST)
-                    .arg(30 * SEC)
-                    .arg(held)
-                    .arg(TOL)
-                    .arg(epoch)
-                    .arg(IDLE_MS)
-                    .invoke_async::<Vec<i64>>(&mut c)
-                    .await
-                    .expect("gate_acquire")
-            }
-        };
-        let a = burst_acquire(&mut conn, 0, 0).await;
+        let a = acquire3(&mut conn, &key, 0, 0).await;
         assert_eq!(a[0], 0, "{topo:?}: the third burst start: {a:?}");
         assert_eq!(release_b(&mut conn, &key, &a, a[4], BURST).await, 1, "{topo:?}");
-        let c = burst_acquire(&mut conn, 0, 0).await;
+        let c = acquire3(&mut conn, &key, 0, 0).await;
         assert_eq!(c[0], 0, "{topo:?}: the start given back is taken: {c:?}");
         assert_eq!((c[5], c[6]), (a[5], a[6]), "{topo:?}: the same pair as A's");
         assert_eq!(
@@ -555,7 +556,7 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
             0,
             "{topo:?}: A given back again would erase C, which was sent"
         );
-        let d = burst_acquire(&mut conn, 0, 0).await;
+        let d = acquire3(&mut conn, &key, 0, 0).await;
         assert_eq!(d[0], 1, "{topo:?}: a fourth start inside the burst window: {d:?}");
 
         // A cooldown; the first holder after it confirms 900 ms late; the next holder, on
@@ -574,38 +575,9 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
             .expect("defer");
         let (cool, epoch) = (d2[0], 1);
         sleep_until_redis(&mut conn, &key2, cool + 300_000).await;
-        let key2c = key2.clone();
-        let first = {
-            let mut c = conn.clone();
-            script(ACQUIRE)
-                .key(&key2c)
-                .arg(SEC)
-                .arg(BURST)
-                .arg(30 * SEC)
-                .arg(cool)
-                .arg(TOL)
-                .arg(epoch)
-                .arg(IDLE_MS)
-                .invoke_async::<Vec<i64>>(&mut c)
-                .await
-                .expect("acquire")
-        };
+        let first = acquire3(&mut conn, &key2, cool, epoch).await;
         assert_eq!(first[0], 0, "{topo:?}: the late first holder goes: {first:?}");
-        let next = {
-            let mut c = conn.clone();
-            script(ACQUIRE)
-                .key(&key2c)
-                .arg(SEC)
-                .arg(BURST)
-                .arg(30 * SEC)
-                .arg(0)
-                .arg(TOL)
-                .arg(0)
-                .arg(IDLE_MS)
-                .invoke_async::<Vec<i64>>(&mut c)
-                .await
-                .expect("acquire")
-        };
+        let next = acquire3(&mut conn, &key2, 0, 0).await;
         assert_eq!(next[0], 1, "{topo:?}: a burst right after the cooldown: {next:?}");
         assert!(next[1] >= first[2] + SEC, "{topo:?}: {next:?} after {first:?}");
     }
