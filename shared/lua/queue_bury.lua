@@ -11,7 +11,8 @@
     ARGV[5] the id the previous release gave this job ('' when the same)
   Output: { status, id }  status 1 buried; 0 already a dead letter (note appended,
           alert owed again)
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable, or
+          a key of the wrong type or a lease counter INCR cannot add to; see includes/shape.lua),
           BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "history"
@@ -19,6 +20,11 @@ local rcall = redis.call
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "shape"
+local damaged = queue_shape_refusal(KEYS)
+if damaged then
+  return damaged
 end
 --- @include "args"
 local bad = whole_args({ 4 }, 0)

@@ -16,13 +16,19 @@
   Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... }
     job is '' when the entry's job is missing: the caller dead-letters it as corrupt.
   An id whose first-failure score is missing is indexed at now rather than dropped.
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable, or
+          a key of the wrong type or a lease counter INCR cannot add to; see includes/shape.lua),
           BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "shape"
+local damaged = queue_shape_refusal(KEYS)
+if damaged then
+  return damaged
 end
 --- @include "args"
 local bad = whole_args({ 1, 2, 3 }, 1)

@@ -17,7 +17,8 @@
           job field is restored); 3 = revived from the dead letters (retryCount 0, history
           kept with the notes appended); due in ms on Redis' clock (0 when unchanged);
           id = the member name the entry lives under
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable, or
+          a key of the wrong type or a lease counter INCR cannot add to; see includes/shape.lua),
           BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "history"
@@ -25,6 +26,11 @@ local rcall = redis.call
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "shape"
+local damaged = queue_shape_refusal(KEYS)
+if damaged then
+  return damaged
 end
 --- @include "args"
 local bad = whole_args({ 3, 6 }, 0)
@@ -47,6 +53,8 @@ if ARGV[7] ~= '' and not member(id) and member(ARGV[7]) then
 end
 local due = now + tonumber(ARGV[3])
 if rcall('ZSCORE', KEYS[6], id) then
+  -- Everything that can fail is worked out before the first write.
+  local history = history_append(rcall('HGET', KEYS[4], id), ARGV[5], tonumber(ARGV[6]))
   rcall('ZREM', KEYS[6], id)
   rcall('ZREM', KEYS[10], id)
   for _, k in ipairs({ KEYS[7], KEYS[8] }) do
@@ -55,7 +63,7 @@ if rcall('ZSCORE', KEYS[6], id) then
   rcall('HDEL', KEYS[9], id)
   rcall('HSET', KEYS[1], id, ARGV[2])
   rcall('HSET', KEYS[3], id, 0)
-  rcall('HSET', KEYS[4], id, history_append(rcall('HGET', KEYS[4], id), ARGV[5], tonumber(ARGV[6])))
+  rcall('HSET', KEYS[4], id, history)
   rcall('ZADD', KEYS[2], now, id)
   rcall('ZADD', KEYS[5], due, id)
   queue_format_mark(KEYS[11])

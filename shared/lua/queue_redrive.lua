@@ -6,13 +6,19 @@
             bounds it, so one call never blocks Redis for long)
   Output: { redriven, removed }  removed: dead ids without a stored job (nothing to
           redrive), cleaned away
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable, or
+          a key of the wrong type or a lease counter INCR cannot add to; see includes/shape.lua),
           BADARG (a numeric ARGV that is not a whole number in range), nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[8])
 if refused then
   return refused
+end
+--- @include "shape"
+local damaged = queue_shape_refusal(KEYS)
+if damaged then
+  return damaged
 end
 --- @include "args"
 local bad = whole_args({ 2 }, 1)

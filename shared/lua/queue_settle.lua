@@ -12,13 +12,19 @@
     ARGV[5] error history JSON (retry, dead)   ARGV[6] delay until due, ms (retry, later)
   release and later keep the retryCount and the history as they are.
   Output: 1 settled; 0 the token is not the current lease (nothing changed)
-  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable),
+  Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable, or
+          a key of the wrong type or a lease counter INCR cannot add to; see includes/shape.lua),
           BADARG (a numeric ARGV that is not a whole number in range), BADACTION; nothing written ]]
 local rcall = redis.call
 --- @include "version"
 local refused = queue_format_refusal(KEYS[11])
 if refused then
   return refused
+end
+--- @include "shape"
+local damaged = queue_shape_refusal(KEYS)
+if damaged then
+  return damaged
 end
 --- @include "args"
 local bad = whole_args({ 4, 6 }, 0)

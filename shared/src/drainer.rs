@@ -356,8 +356,7 @@ impl Drainer<'_> {
         };
         match sent {
             Ok(()) => {
-                let ids: Vec<String> = alerts.into_iter().map(|a| a.id).collect();
-                self.queue.alerts_delivered(&ids).await?;
+                self.queue.alerts_delivered(&pending).await?;
                 Ok(Some(true))
             }
             Err(e) => {

@@ -465,9 +465,8 @@ async fn new_work_revives_a_dead_letter_with_fresh_attempts_and_its_history() {
         assert_eq!(leased[0].errors[2].kind, "revived", "{topo:?}: {story:?}");
         // Recording a permanent failure of a job that is dead already is not silent either.
         q.dead_letter(&leased[0], note("gone")).await.expect("dead");
-        q.alerts_delivered(&["DETAIL:3".to_owned()])
-            .await
-            .expect("delivered");
+        let owed = q.pending_alerts(10).await.expect("alerts");
+        q.alerts_delivered(&owed).await.expect("delivered");
         let job = detail(3);
         let buried = q.record_dead(&job, note("still gone")).await.expect("bury");
         assert_eq!(buried, lawsync::queue::Buried::AlreadyDead, "{topo:?}");
@@ -573,5 +572,86 @@ async fn the_longest_accepted_search_can_be_parked_dead_lettered_and_redriven() 
         assert_eq!(q.redrive(Some(&id), 10).await.expect("redrive"), 1, "{topo:?}");
         assert_eq!(q.redrive(None, 10).await.expect("redrive"), 2, "{topo:?}");
         assert_eq!(q.stats().await.expect("stats").depth, 3, "{topo:?}");
+    }
+}
+
+async fn raw(conn: &mut lawsync::RedisConn, args: &[&str]) {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    let _: redis::Value = cmd.query_async(conn).await.expect("raw command");
+}
+
+/// Review findings, each an entry left in no set: a claim that met a lease counter INCR
+/// cannot add to after it had taken ids out of `ready`; a revival whose stored history
+/// cjson reads but will not write; and an alert marked delivered although the entry died
+/// again while it was being sent.
+#[tokio::test]
+async fn damage_met_half_way_never_drops_an_entry_or_an_alert() {
+    for topo in Topology::ALL {
+        let ns = unique_ns("q-halfway");
+        let q = queue(topo, &ns, fast()).await;
+        let mut conn = topo.connect().await;
+        let keys = ns.queue();
+        for id in [1, 2] {
+            q.enqueue(&detail(id), Some(Duration::ZERO), note("x"))
+                .await
+                .expect("enqueue");
+        }
+        raw(&mut conn, &["SET", &keys.seq, "garbage"]).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let err = q.claim(2, LEASE).await.expect_err("a counter INCR cannot add to");
+        assert!(err.to_string().contains("not a lease counter"), "{topo:?}: {err}");
+        assert_eq!(q.stats().await.expect("stats").depth, 2, "{topo:?}");
+        raw(&mut conn, &["DEL", &keys.seq]).await;
+        assert_eq!(
+            q.claim(2, LEASE).await.expect("claim").entries.len(),
+            2,
+            "{topo:?}: both still there"
+        );
+
+        // A dead letter whose history holds a number cjson will not encode again.
+        let job = detail(3);
+        kill(&q, &job).await;
+        raw(
+            &mut conn,
+            &[
+                "HSET",
+                &keys.errors,
+                &job.id(),
+                r#"[{"atMs":1e400,"kind":"e","message":"m"}]"#,
+            ],
+        )
+        .await;
+        let revived = q
+            .enqueue(&job, Some(Duration::ZERO), note("today"))
+            .await
+            .expect("revive");
+        assert!(
+            matches!(revived, Enqueued::Revived { .. }),
+            "{topo:?}: {revived:?}"
+        );
+        assert_eq!(q.stats().await.expect("stats").dead, 0, "{topo:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let leased = q.claim(5, LEASE).await.expect("claim").entries;
+        assert!(
+            leased.iter().any(|l| l.id == job.id()),
+            "{topo:?}: the revived entry is queued"
+        );
+
+        // Read for alerting, then the entry dies again before the alert is marked sent.
+        let job = detail(4);
+        kill(&q, &job).await;
+        let read = q.pending_alerts(10).await.expect("alerts");
+        assert!(read.iter().any(|v| v.id == job.id()), "{topo:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        q.record_dead(&job, note("again")).await.expect("bury");
+        q.alerts_delivered(&read).await.expect("delivered");
+        let owed = q.pending_alerts(10).await.expect("alerts");
+        assert!(
+            owed.iter().any(|v| v.id == job.id()),
+            "{topo:?}: the second death's alert was dropped"
+        );
     }
 }

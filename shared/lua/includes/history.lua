@@ -3,8 +3,10 @@
           more a JSON array of notes to add, newest last   keep  how many notes to keep
   Output: the JSON array of old's notes then more's, the newest `keep` of them. An old
           history that cannot be read is replaced by more's notes (the claim would have
-          dead-lettered it as corrupt). Each note is an object, so encoding one never turns
-          an empty array into `{}`. ]]
+          dead-lettered it as corrupt); a note that cannot be encoded again (a damaged
+          one holding NaN or 1e400, which cjson reads but will not write) is dropped, so
+          the call never fails. Each note is an object, so encoding one never turns an
+          empty array into `{}`. ]]
 local function history_append(old, more, keep)
   local notes = {}
   for _, text in ipairs({ old or '[]', more }) do
@@ -18,8 +20,14 @@ local function history_append(old, more, keep)
     end
   end
   local out = {}
-  for i = math.max(1, #notes - keep + 1), #notes do
-    out[#out + 1] = cjson.encode(notes[i])
+  for i = 1, #notes do
+    local ok, text = pcall(cjson.encode, notes[i])
+    if ok then
+      out[#out + 1] = text
+    end
+  end
+  while #out > keep do
+    table.remove(out, 1)
   end
   return '[' .. table.concat(out, ',') .. ']'
 end

@@ -108,19 +108,22 @@ pub struct Grant {
     /// started late, or lost to a cooldown set while it slept, to a reset gate state, or
     /// by sleeping past it while another call started in it.
     pub reslotted: u32,
-    /// When the grant's reply arrived, on this process' clock: see [`Grant::age`].
-    pub received: tokio::time::Instant,
+    /// When this process sent the call that was granted, on its own clock. Redis granted
+    /// after it, so [`Grant::age`] never understates the time since the grant, whatever
+    /// the reply's delay (a starved CPU can take milliseconds to read it), and needs no
+    /// comparison of this clock with Redis'.
+    pub asked_at: tokio::time::Instant,
     epoch: u64,
     sat_before: u64,
     sat_after: u64,
 }
 
 impl Grant {
-    /// Time since the grant arrived. A start sent later than
+    /// Time since the grant, at most (see [`Grant::asked_at`]). A start sent later than
     /// [`crate::policy::grant_validity`] after it may arrive next to the following one:
     /// give it back ([`Gate::give_back`]) and ask again.
     pub fn age(&self) -> Duration {
-        self.received.elapsed()
+        self.asked_at.elapsed()
     }
 }
 
@@ -270,6 +273,7 @@ impl Gate {
                     .cap(Duration::MAX)
                     .min(bound.saturating_sub(spent) + pace)
             };
+            let asked_at = tokio::time::Instant::now();
             let reply = self.call_acquire(allowed, held, epoch).await?;
             if held != 0 && reply.slot != held {
                 reslotted += 1;
@@ -286,7 +290,7 @@ impl Gate {
                         waited: started.elapsed(),
                         round_trips: call,
                         reslotted,
-                        received: anchor,
+                        asked_at,
                         epoch: reply.epoch,
                         sat_before: reply.sat_before,
                         sat_after: reply.sat_after,

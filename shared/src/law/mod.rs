@@ -72,8 +72,9 @@ pub struct CallEvent {
     pub took: Duration,
     /// The cluster-wide cooldown this attempt set (after a 429).
     pub cooldown: Option<Duration>,
-    /// From the gate's grant arriving to the request being handed to the transport:
-    /// never more than [`crate::policy::grant_validity`] (a staler grant is given back).
+    /// From the grant to the request being handed to the transport, at most (measured from
+    /// asking for it, see [`crate::gate::Grant::asked_at`]): never more than
+    /// [`crate::policy::grant_validity`] (a staler grant is given back).
     pub grant_to_send: Duration,
     /// Grants given back unsent before this one, for being stale.
     pub given_back: u32,

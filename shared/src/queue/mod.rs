@@ -491,16 +491,17 @@ impl RetryQueue {
         self.view(&self.keys.alerts, limit).await
     }
 
-    /// Marks the alerts for `ids` as delivered.
-    pub async fn alerts_delivered(&self, ids: &[String]) -> Result<(), StoreError> {
-        if ids.is_empty() {
+    /// Marks the alerts of `sent` (as [`RetryQueue::pending_alerts`] read them) as
+    /// delivered. An entry that died again since it was read keeps its alert owed.
+    pub async fn alerts_delivered(&self, sent: &[EntryView]) -> Result<(), StoreError> {
+        if sent.is_empty() {
             return Ok(());
         }
-        let _: i64 = redis::cmd("ZREM")
-            .arg(&self.keys.alerts)
-            .arg(ids)
-            .query_async(&mut self.conn.clone())
-            .await?;
+        let mut call = scripts::ALERTED.key(&self.keys.alerts);
+        for v in sent {
+            call.arg(&v.id).arg(v.since_ms);
+        }
+        let _: i64 = call.invoke_async(&mut self.conn.clone()).await?;
         Ok(())
     }
 

@@ -13,6 +13,7 @@ const INCLUDES: &[(&str, &str)] = &[
     ("history", include_str!("../../lua/includes/history.lua")),
     ("version", include_str!("../../lua/includes/version.lua")),
     ("args", include_str!("../../lua/includes/args.lua")),
+    ("shape", include_str!("../../lua/includes/shape.lua")),
 ];
 
 /// `body` with every `--- @include "name"` line replaced by that piece.
@@ -51,5 +52,6 @@ script!(SETTLE, "queue_settle.lua");
 script!(REDRIVE, "queue_redrive.lua");
 script!(BURY, "queue_bury.lua");
 script!(STATS, "queue_stats.lua");
+script!(ALERTED, "queue_alerted.lua");
 script!(LOCK_RELEASE, "lock_release.lua");
 script!(LOCK_EXTEND, "lock_extend.lua");
