@@ -9,6 +9,10 @@
 //! environment is invoked on its schedule, as EventBridge would. The handlers are the
 //! Lambdas' own ([`crate::app`]), so what runs here is what runs there.
 //!
+//! Each environment runs on a thread of its own with a runtime of its own, as a Lambda
+//! execution environment is a process of its own: a neighbour busy parsing a reply cannot
+//! hold up this one's timers, or its HTTP connection between a gate grant and the send.
+//!
 //! Every law.go.kr attempt, batch and drainer run is written as a JSON line to the
 //! events output (the demo draws its timeline from it). Stops on SIGINT/SIGTERM (an
 //! in-flight batch finishes first) or, with `until_idle`, once no message has arrived
@@ -190,28 +194,41 @@ pub async fn run(
             continue;
         };
         for i in 1..=opts.concurrency {
-            let deps = environment(format!("{}/{function}-{i}", opts.name)).await?;
-            let env = Poller {
-                deps,
-                kind,
-                function,
-                instance: format!("{}/{function}-{i}", opts.name),
-                queue_arn: queue_arn(&url, &sdk),
-                url: url.clone(),
-                sqs: sqs.clone(),
-                opts: opts.clone(),
-                log: log.clone(),
-                activity: activity.clone(),
-            };
-            tasks.spawn(env.run(stop.clone()));
+            let instance = format!("{}/{function}-{i}", opts.name);
+            let start = environment(instance.clone());
+            let (queue_arn, url, sqs) = (queue_arn(&url, &sdk), url.clone(), sqs.clone());
+            let (opts, log, activity, stop) = (opts.clone(), log.clone(), activity.clone(), stop.clone());
+            own_environment(&mut tasks, start, move |deps| {
+                Poller {
+                    deps,
+                    kind,
+                    function,
+                    instance,
+                    queue_arn,
+                    url,
+                    sqs,
+                    opts,
+                    log,
+                    activity,
+                }
+                .run(stop)
+            })
+            .await?;
         }
     }
     if let Some(every) = opts.drainer_schedule {
-        let deps = environment(format!("{}/drainer", opts.name)).await?;
-        let alerts = deps.alerts(&sdk).await?;
+        let start = environment(format!("{}/drainer", opts.name));
         let (log, stop, timeout) = (log.clone(), stop.clone(), opts.function_timeout);
         let instance = format!("{}/drainer", opts.name);
-        tasks.spawn(async move {
+        let sdk = sdk.clone();
+        own_environment(&mut tasks, start, move |deps| async move {
+            let alerts = match deps.alerts(&sdk).await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::error!(error = %e, "local: the drainer's alerts could not be set up; it does not run");
+                    return;
+                }
+            };
             let mut stop = stop;
             let run_stop = stop.clone();
             let mut tick = tokio::time::interval(every);
@@ -249,7 +266,8 @@ pub async fn run(
                     Err(e) => tracing::error!(error = %e, "local: drainer run failed"),
                 }
             }
-        });
+        })
+        .await?;
     }
     let probe_queue = environment(format!("{}/probe", opts.name)).await?.queue;
     log.emit(
@@ -262,6 +280,49 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
     log.emit(json!({"type": "stopped", "process": opts.name, "why": why}));
     Ok(())
+}
+
+/// Starts one execution environment on a thread and runtime of its own: its cold start
+/// (`start`), then `work` on what it built, until `work` ends. Returns once the cold start
+/// is done, with its error if it failed; the environment's end is a task of `tasks`.
+async fn own_environment<S, W, F>(
+    tasks: &mut tokio::task::JoinSet<()>,
+    start: S,
+    work: W,
+) -> Result<(), LocalError>
+where
+    S: std::future::Future<Output = Result<Deps, LocalError>> + Send + 'static,
+    W: FnOnce(Deps) -> F + Send + 'static,
+    F: std::future::Future<Output = ()>,
+{
+    let (ready, started) = tokio::sync::oneshot::channel::<Result<(), LocalError>>();
+    tasks.spawn_blocking(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready.send(Err(LocalError::Options(format!(
+                    "could not start an environment's runtime: {e}"
+                ))));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            match start.await {
+                Ok(deps) => {
+                    let _ = ready.send(Ok(()));
+                    work(deps).await;
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                }
+            }
+        });
+    });
+    started.await.unwrap_or_else(|_| {
+        Err(LocalError::Options(
+            "an environment's thread ended during its cold start".into(),
+        ))
+    })
 }
 
 fn check(opts: &LocalOptions, cfg: &Config) -> Result<(), LocalError> {
