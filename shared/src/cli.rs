@@ -444,6 +444,12 @@ async fn gate(action: GateAction, json: bool) -> Result<(), String> {
             Ok(())
         }
         GateAction::Cooldown { seconds } => {
+            let cap = crate::policy::RETRY_AFTER_CAP.as_secs();
+            if seconds == 0 || seconds > cap {
+                return Err(format!(
+                    "lawsync gate cooldown: --seconds must be 1..={cap} (a day at most)"
+                ));
+            }
             let c = gate
                 .defer(Duration::from_secs(seconds))
                 .await

@@ -416,6 +416,22 @@ async fn damaged_fields_are_corrupt_not_a_stall() {
     }
 }
 
+/// A time far ahead (a damaged cooldown of centuries) is CORRUPT, not a gate shut for years.
+#[tokio::test]
+async fn a_time_more_than_two_days_ahead_is_corrupt() {
+    let mut conn = Topology::Standalone.connect().await;
+    let key = unique_ns("lua").gate();
+    let now = redis_now(&mut conn, &key).await;
+    set_state(&mut conn, &key, 0, 0, now + 3 * 86_400 * SEC, 7).await;
+    let err = try_acquire(&mut conn, &key, 30 * SEC, 0, TOL, 0)
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), Some("CORRUPT"), "{err:?}");
+    set_state(&mut conn, &key, 0, 0, now + 86_400 * SEC, 7).await;
+    let w = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
+    assert_eq!(w[0], 2, "a day's cooldown is sound, and refuses: {w:?}");
+}
+
 /// Issue 13.11: a newer format is refused by name; the release before's format (no `v`,
 /// sat paced at interval − tolerance) is read safely and rewritten as this one.
 #[tokio::test]

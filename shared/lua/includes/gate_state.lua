@@ -15,10 +15,15 @@
   start right after the last one. (A replica holding an older copy is not a missing state:
   see docs/gate.md for what a failover cannot keep.)
   Errors:
-    CORRUPT  a field is not a finite number in 0..2^53 (nan, inf, 1e400, text, negatives)
+    CORRUPT  a field is not a finite number in 0..2^53 (nan, inf, 1e400, text, negatives),
+             or a time lies more than two days ahead (a damaged cooldown would otherwise
+             hold the gate shut for years)
     NEWER    v is newer than this release understands: some instance runs newer code ]]
 local GATE_VERSION = 2
 local MAX_SAFE = 9007199254740992
+-- No time in a sound state lies further ahead: a cooldown is capped at a day
+-- (policy::RETRY_AFTER_CAP, which Gate::defer applies) and reservations at the longest wait.
+local HORIZON = 2 * 86400 * 1000000
 local rcall = redis.call
 
 local function redis_now()
@@ -45,10 +50,13 @@ local function read_state(key, now, interval, burst, tolerance)
   local v = as_time(raw[1])
   local tat, sat, cool, epoch = as_time(raw[2]), as_time(raw[3]), as_time(raw[4]), as_time(raw[5])
   local g = as_time(raw[6])
+  local far = now + HORIZON
   if v == false or tat == false or sat == false or cool == false or epoch == false or g == false
-    or (v and (v < 1 or v ~= math.floor(v))) then
+    or (v and (v < 1 or v ~= math.floor(v)))
+    or (tat and tat > far) or (sat and sat > far) or (cool and cool > far) then
     error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool, epoch and g must be finite '
-      .. 'numbers in 0..2^53; deleting the key costs one interval of quiet and any cooldown in force' })
+      .. 'numbers in 0..2^53, and no time more than two days ahead; deleting the key costs one '
+      .. 'interval of quiet and any cooldown in force' })
   end
   if v and v > GATE_VERSION then
     error({ err = 'NEWER gate state in ' .. key .. ': format ' .. string.format('%d', v)

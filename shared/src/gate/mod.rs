@@ -52,7 +52,7 @@ use tokio::sync::OnceCell;
 use crate::config::GateConfig;
 use crate::deadline::Deadline;
 use crate::keys::GateKey;
-use crate::policy::GATE_STATE_IDLE_TTL;
+use crate::policy::{GATE_STATE_IDLE_TTL, RETRY_AFTER_CAP};
 use crate::store::{RedisConn, StoreError};
 
 /// Why a slot was not granted. The upstream must not be called.
@@ -400,14 +400,15 @@ impl Gate {
         }
     }
 
-    /// Starts or extends the cluster-wide cooldown to at least `d` from now. Never
-    /// shortens one in force; callers already holding a slot inside it are held back.
+    /// Starts or extends the cluster-wide cooldown to at least `d` from now, at most a
+    /// day ([`RETRY_AFTER_CAP`], as for a Retry-After). Never shortens one in force;
+    /// callers already holding a slot inside it are held back.
     pub async fn defer(&self, d: Duration) -> Result<Cooldown, GateError> {
         self.adopt_once().await?;
         let mut conn = self.conn.clone();
         let v: Vec<i64> = scripts::DEFER
             .key(&self.key)
-            .arg(micros(d).max(1))
+            .arg(micros(d.min(RETRY_AFTER_CAP)).max(1))
             .arg(micros(self.cfg.interval))
             .arg(self.cfg.burst)
             .arg(micros(self.cfg.tolerance))
