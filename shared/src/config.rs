@@ -63,6 +63,9 @@ pub struct GateConfig {
     /// How late a holder may confirm its slot without holding the next one back;
     /// reservations are paced at `interval + tolerance` (see [`crate::gate`]).
     pub tolerance: Duration,
+    /// How long a grant may wait to be sent before it is given back and asked for again
+    /// ([`crate::policy::grant_validity`] by default).
+    pub grant_validity: Duration,
 }
 
 impl GateConfig {
@@ -73,6 +76,7 @@ impl GateConfig {
             burst,
             max_wait,
             tolerance: policy::default_gate_tolerance(interval),
+            grant_validity: policy::grant_validity(interval),
         }
     }
 }
@@ -236,11 +240,19 @@ impl Config {
                 ),
             ));
         }
+        let grant_validity = env.millis("LAW_API_GRANT_VALIDITY_MS", policy::grant_validity(interval))?;
+        if grant_validity > interval {
+            return Err(bad(
+                "LAW_API_GRANT_VALIDITY_MS",
+                "must be at most LAW_API_REQUEST_INTERVAL_MS: a grant older than the interval could be sent next to the following one",
+            ));
+        }
         let gate = GateConfig {
             interval,
             burst: burst as u32,
             max_wait,
             tolerance,
+            grant_validity,
         };
         let handler_max_wait = env.millis(
             "LAW_API_HANDLER_MAX_WAIT_MS",

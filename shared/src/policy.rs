@@ -33,8 +33,11 @@ pub const MAX_TOLERANCE_SHARE: u32 = 4;
 /// interval within 2..=5 ms: 5 ms at law.go.kr's interval, inside its 50 ms margin over
 /// the rule with 45 ms to spare; 2 ms at a fast 25 ms interval against a 20 ms rule. Below
 /// 2 ms, the scheduling noise of a busy machine would give back most grants.
+/// Never more than the interval itself. `LAW_API_GRANT_VALIDITY_MS` overrides it, for an upstream with a wider margin (or none).
 pub fn grant_validity(interval: Duration) -> Duration {
-    (interval / 20).clamp(Duration::from_millis(2), Duration::from_millis(5))
+    (interval / 20)
+        .clamp(Duration::from_millis(2), Duration::from_millis(5))
+        .min(interval)
 }
 /// Stale grants given back in a row before a call gives up (the upstream not called, the
 /// work parked): a process that cannot send within the validity four times running is

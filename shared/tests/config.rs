@@ -73,6 +73,8 @@ fn every_bad_value_names_its_variable() {
         ("LAW_API_GATE_TOLERANCE_MS", "101"),
         ("LAW_API_GATE_TOLERANCE_MS", "999"),
         ("LAW_API_GATE_TOLERANCE_MS", "0"),
+        // Longer than the default interval: a grant that old could be sent beside the next.
+        ("LAW_API_GRANT_VALIDITY_MS", "2000"),
     ];
     for (var, value) in cases {
         let mut pairs = vec![(*var, *value)];

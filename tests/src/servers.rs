@@ -319,7 +319,7 @@ pub fn workspace_bin(name: &str) -> std::path::PathBuf {
 
 /// The environment a deployment gives the functions, for spawning `lawsync` as a real
 /// process: the key, the upstream, the gate's interval with a 10 ms tolerance (less for an
-/// interval under 40 ms), Redis, the
+/// interval under 40 ms) and a grant validity of a quarter of it (2-10 ms), Redis, the
 /// namespace, moto with test credentials, `PATH` and `RUST_LOG=info`. Nothing else of the
 /// test's own environment reaches the child. Tests add or replace entries with
 /// [`LawsyncEnv::set`] (queues, where documents go, drain pacing, wait bounds).
@@ -336,6 +336,12 @@ impl LawsyncEnv {
             ("LAW_API_REQUEST_INTERVAL_MS", interval_ms.to_string()),
             // 10 ms, or the most a short test interval allows (a quarter of it).
             ("LAW_API_GATE_TOLERANCE_MS", (interval_ms / 4).min(10).to_string()),
+            // A quarter of the interval within 2-10 ms: the tests' rules leave at least that
+            // margin, and a debug process beside other tests is often a few ms late to send.
+            (
+                "LAW_API_GRANT_VALIDITY_MS",
+                (interval_ms / 4).clamp(2, 10).min(interval_ms).to_string(),
+            ),
             ("REDIS_URL", redis_url.to_owned()),
             ("APP_ENV", app_env.to_owned()),
             ("AWS_ENDPOINT_URL", moto_url()),

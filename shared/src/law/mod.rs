@@ -184,7 +184,7 @@ impl LawClient {
     /// lands next to the following on-time one. Returns the grant and how many were given
     /// back before it; the wait bound counts from the first ask.
     async fn fresh_grant(&self, deadline: Deadline, bound: Duration) -> Result<(Grant, u32), GateError> {
-        let validity = crate::policy::grant_validity(self.gate.config().interval);
+        let validity = self.gate.config().grant_validity;
         let asked = Instant::now();
         let until = deadline.earlier_by(MIN_CALL_WINDOW);
         let mut grant = self.gate.acquire_within(until, bound).await?;
