@@ -73,8 +73,8 @@ pub struct CallEvent {
     /// The cluster-wide cooldown this attempt set (after a 429).
     pub cooldown: Option<Duration>,
     /// From the grant to the request being handed to the transport, at most (measured from
-    /// asking for it, see [`crate::gate::Grant::asked_at`]): never more than
-    /// [`crate::policy::grant_validity`] (a staler grant is given back).
+    /// asking for it, see [`crate::gate::Grant::asked_at`]): never more than the gate's
+    /// `grant_validity` (`LAW_API_GRANT_VALIDITY_MS`; a staler grant is given back).
     pub grant_to_send: Duration,
     /// Grants given back unsent before this one, for being stale.
     pub given_back: u32,
@@ -178,8 +178,8 @@ impl LawClient {
         result
     }
 
-    /// A grant young enough to send on: one that is older than
-    /// [`crate::policy::grant_validity`] by the time it could be used (the process was
+    /// A grant young enough to send on: one that is older than the gate's `grant_validity`
+    /// (by default [`crate::policy::grant_validity`]) by the time it could be used (the process was
     /// descheduled, or paused) is given back and asked for again, so a late send never
     /// lands next to the following on-time one. Returns the grant and how many were given
     /// back before it; the wait bound counts from the first ask.
