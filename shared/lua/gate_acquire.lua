@@ -1,12 +1,13 @@
 --[[ gate_acquire: reserve a start slot on the rate gate, or confirm one reserved earlier.
   GCRA with reservation: a caller that must wait is handed its own future slot and
   sleeps once, instead of polling. Decided on Redis' clock (TIME), all times in µs.
-  Two schedules live in the state (see includes/gate_state.lua): tat paces reservations at
-  interval + tolerance, so that a holder up to the tolerance late holds nobody back, and
-  sat paces the starts that really happened at the interval, so that no two calls ever
-  start closer than the interval (beyond a burst), whoever is late.
+  Two schedules live in the state (see includes/gate_state.lua): next_reservation paces
+  reservations at interval + tolerance, so that a holder up to the tolerance late holds
+  nobody back, and next_start paces the starts that really happened at the interval, so
+  that no two calls ever start closer than the interval (beyond a burst), whoever is late.
+  Keys:
+    K.gate   the gate's state hash
   Input:
-    KEYS[1]  gate state hash
     ARGV[1]  interval, µs (> 0): the floor between two granted starts
     ARGV[2]  burst (>= 1)
     ARGV[3]  longest wait the caller accepts, µs (>= 0)
@@ -14,104 +15,117 @@
     ARGV[5]  tolerance, µs (>= 0): how late a holder may confirm without costing anyone
     ARGV[6]  epoch the held slot came with; 0 for a fresh request
     ARGV[7]  how long an idle state is kept past its last time, ms (> 0)
-  Output: { code, slot, now, cool, epoch, sat_before, sat_after }
-    code 0  go: slot is granted (slot <= now); now, sat_before and sat_after let the
+  Output: { code, slot, now, cooldown_end, epoch, next_start_before, next_start_after }
+    code 0  GO: slot is granted (slot <= now); now and the two next_start values let the
             caller give the start back (gate_release) if it cannot send at once
-    code 1  wait: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
-    code 2  refused: the wait would exceed ARGV[3]; nothing new is reserved, and a held
+    code 1  WAIT: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
+    code 2  REFUSED: the wait would exceed ARGV[3]; nothing new is reserved, and a held
             slot that is the newest reservation is handed back to the schedule
-    sat_before and sat_after are 0 unless code is 0.
+    next_start_before and next_start_after are 0 unless code is 0.
   Errors: CORRUPT, NEWER (see includes/gate_state.lua); nothing is granted.
-  Confirming a held slot (burst 1; with a larger burst, "a call" reads "burst calls"):
-    - before it: wait for it again;
-    - at or after it, with no call started within the interval: go, however late (the
-      slot would otherwise stay idle); the next holder is held back by what this one
-      overran beyond the tolerance, and the overrun shrinks by the tolerance per slot;
-    - held back by a call started within the interval: when that call started before this
-      slot (the one before overran) or this holder is within the tolerance, the slot
-      moves back just far enough and the caller waits; when it started at or after this
-      slot while this holder slept past the tolerance, a fresh reservation at the back.
-  A held slot is void, and replaced by a fresh reservation at the back, when a cooldown
-  set after its reservation ends later than it, or when the state that issued it is gone
-  (deleted, evicted, failed over, or idle past ARGV[7]). ]]
-local now = redis_now()
-local interval = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local max_wait = tonumber(ARGV[3])
-local held = tonumber(ARGV[4])
-local tolerance = tonumber(ARGV[5])
+  Confirming a held slot, rule by rule as the code names them (burst 1; with a larger
+  burst, "a call" reads "burst calls"):
+    slot_void            a cooldown set after the reservation ends later than the slot, or
+                         the state that issued it is gone (deleted, evicted, failed over,
+                         or idle past ARGV[7]): a fresh reservation at the back
+    slot_ahead           before the slot: wait for it again
+    room_to_start        at or after it, with no call started within the interval: go,
+                         however late (the slot would otherwise stay idle); the next holder
+                         is held back by what this one overran beyond the tolerance, and the
+                         overrun shrinks by the tolerance per slot
+    within_tolerance     held back by a call started within the interval, and this holder
+    or predecessor_overran  is within the tolerance or that call started before this slot
+                         (the one before overran): the slot moves back just far enough and
+                         the caller waits
+    otherwise            it slept past the tolerance while another call started in its
+                         slot: a fresh reservation at the back ]]
+--- @include "gate_state"
+local interval, burst, max_wait = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local held, tolerance, held_epoch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local idle_ms = tonumber(ARGV[7])
-local key = KEYS[1]
-local st = read_state(key, now, interval, burst, tolerance)
+local GO, WAIT, REFUSED = 0, 1, 2
+local now = redis_now_us()
+local st = read_state(now, interval, burst, tolerance)
 
 local pace = interval + tolerance
-local tau = (burst - 1) * pace
+-- How far ahead of the schedules a burst may reach.
+local reservation_burst = (burst - 1) * pace
+local start_burst = (burst - 1) * interval
 -- The first moment a call may start: behind the cooldown and the last starts.
-local earliest = math.max(st.sat - (burst - 1) * interval, st.cool)
+local earliest_start = math.max(st.next_start - start_burst, st.cooldown_end)
+-- When the last call started (or later, with a burst).
+local last_start = st.next_start - interval
 
 local function go(slot)
-  local before = st.sat
-  local base = math.max(st.sat, now)
-  if now >= st.cool and st.cool > st.g then
-    -- The first start since a cooldown (or a fresh state's quiet), however late: no burst
-    -- right after it.
-    base = math.max(base, now + (burst - 1) * interval)
+  local next_start_before = st.next_start
+  local start = math.max(st.next_start, now)
+  local first_start_since_cooldown = now >= st.cooldown_end and st.cooldown_end > st.last_grant
+  if first_start_since_cooldown then
+    -- However late it comes, no burst right after a cooldown (or a fresh state's quiet).
+    start = math.max(start, now + start_burst)
   end
-  st.sat = base + interval
-  st.g = now
-  save_state(key, st, now, idle_ms)
-  return { 0, slot, now, st.cool, st.epoch, before, st.sat }
+  st.next_start = start + interval
+  st.last_grant = now
+  save_state(st, now, idle_ms)
+  return { GO, slot, now, st.cooldown_end, st.epoch, next_start_before, st.next_start }
 end
 
 local function refuse(slot)
   -- A held slot given up while it is the newest reservation goes back to the schedule,
   -- so the next fresh caller takes it instead of leaving it idle.
-  if held > 0 and st.tat - tau - pace == held then
-    st.tat = st.tat - pace
-    save_state(key, st, now, idle_ms)
+  local newest_reservation = st.next_reservation - reservation_burst - pace
+  if held > 0 and held == newest_reservation then
+    st.next_reservation = st.next_reservation - pace
+    save_state(st, now, idle_ms)
   elseif st.fresh then
-    save_state(key, st, now, idle_ms)
+    save_state(st, now, idle_ms)
   end
-  return { 2, slot, now, st.cool, st.epoch, 0, 0 }
+  return { REFUSED, slot, now, st.cooldown_end, st.epoch, 0, 0 }
 end
 
 local function wait(slot)
-  return { 1, slot, now, st.cool, st.epoch, 0, 0 }
+  return { WAIT, slot, now, st.cooldown_end, st.epoch, 0, 0 }
 end
 
-if held > 0 and st.epoch == tonumber(ARGV[6]) and held >= st.cool then
-  if held > now then
-    if held - now > max_wait then
-      return refuse(held)
-    end
-    return wait(held)
+local function within_bound(slot)
+  if slot - now > max_wait then
+    return refuse(slot)
   end
-  if now >= earliest then
-    return go(held)
-  end
-  -- sat - interval is the last start (or later, with a burst).
-  if now - held <= tolerance or st.sat - interval < held then
-    if earliest - now > max_wait then
-      return refuse(earliest)
+  return wait(slot)
+end
+
+if held > 0 then
+  local slot_void = st.epoch ~= held_epoch or held < st.cooldown_end
+  if not slot_void then
+    local slot_ahead = held > now
+    local room_to_start = now >= earliest_start
+    local within_tolerance = now - held <= tolerance
+    local predecessor_overran = last_start < held
+    if slot_ahead then
+      return within_bound(held)
+    elseif room_to_start then
+      return go(held)
+    elseif within_tolerance or predecessor_overran then
+      return within_bound(earliest_start)
     end
-    return wait(earliest)
   end
 end
 
+-- A fresh reservation at the back; nothing held is given back if it is refused.
 held = 0
-local paced = math.max(now, st.tat - tau, st.cool)
-local slot = math.max(paced, earliest)
+local paced = math.max(now, st.next_reservation - reservation_burst, st.cooldown_end)
+local slot = math.max(paced, earliest_start)
 if slot - now > max_wait then
   return refuse(slot)
 end
-st.tat = math.max(st.tat, now, st.cool + tau) + pace
-if slot > paced then
-  -- Held back by a late start, not by the reservations: the next one comes a pace after
-  -- this slot, with no burst, as after a cooldown.
-  st.tat = math.max(st.tat, slot + tau + pace)
+st.next_reservation = math.max(st.next_reservation, now, st.cooldown_end + reservation_burst) + pace
+local held_back_by_a_late_start = slot > paced
+if held_back_by_a_late_start then
+  -- The next reservation comes a pace after this slot, with no burst, as after a cooldown.
+  st.next_reservation = math.max(st.next_reservation, slot + reservation_burst + pace)
 end
 if slot > now then
-  save_state(key, st, now, idle_ms)
+  save_state(st, now, idle_ms)
   return wait(slot)
 end
 return go(slot)

@@ -1,8 +1,9 @@
 --[[ gate_release: give back a granted start that was never sent (its caller could not send
   within the grant's validity: a starved CPU, a long pause), so the start does not count.
+  Keys:
+    K.gate   the gate's state hash (see includes/gate_state.lua)
   Input:
-    KEYS[1]  gate state hash (see includes/gate_state.lua)
-    ARGV[1]  sat_before and ARGV[2] sat_after, as gate_acquire granted them
+    ARGV[1]  next_start_before and ARGV[2] next_start_after, as gate_acquire granted them
     ARGV[3]  epoch of the grant   ARGV[4] the granted slot, µs
     ARGV[5]  interval, µs   ARGV[6] burst   ARGV[7] tolerance, µs
     ARGV[8]  how long an idle state is kept past its last time, ms (> 0)
@@ -13,18 +14,24 @@
     it), in which case the unsent start still counts: the next one keeps its full interval
     after it, which is only ever safe.
   Errors: CORRUPT, NEWER (see includes/gate_state.lua) ]]
-local now = redis_now()
+--- @include "gate_state"
+local next_start_before, next_start_after = tonumber(ARGV[1]), tonumber(ARGV[2])
+local epoch, slot = tonumber(ARGV[3]), tonumber(ARGV[4])
 local interval, burst, tolerance = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local st = read_state(KEYS[1], now, interval, burst, tolerance)
-if st.fresh or st.epoch ~= tonumber(ARGV[3]) or st.sat ~= tonumber(ARGV[2])
-  or st.g ~= tonumber(ARGV[9]) then
+local idle_ms, granted_at = tonumber(ARGV[8]), tonumber(ARGV[9])
+local now = redis_now_us()
+local st = read_state(now, interval, burst, tolerance)
+local still_the_last_grant = not st.fresh and st.epoch == epoch and st.next_start == next_start_after
+  and st.last_grant == granted_at
+if not still_the_last_grant then
   return 0
 end
-st.sat = tonumber(ARGV[1])
-st.g = 0
+st.next_start = next_start_before
+st.last_grant = 0
 local pace = interval + tolerance
-if st.tat - (burst - 1) * pace - pace == tonumber(ARGV[4]) then
-  st.tat = st.tat - pace
+local newest_reservation = st.next_reservation - (burst - 1) * pace - pace
+if slot == newest_reservation then
+  st.next_reservation = st.next_reservation - pace
 end
-save_state(KEYS[1], st, now, tonumber(ARGV[8]))
+save_state(st, now, idle_ms)
 return 1

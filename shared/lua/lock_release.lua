@@ -1,7 +1,10 @@
 --[[ lock_release: release the single-runner lock, only by its holder.
-  Input:  KEYS[1] lock   ARGV[1] token
-  Output: 1 released; 0 not held by this token (expired, or another holder) ]]
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  Keys:
+    K.lock   the lock: a string holding the holder's token, with a time to live
+  Input:  ARGV[1] token
+  Output: 1 RELEASED; 0 NOT_HELD by this token (expired, or another holder) ]]
+local token = ARGV[1]
+if redis.call('GET', K.lock) == token then
+  return redis.call('DEL', K.lock)
 end
 return 0

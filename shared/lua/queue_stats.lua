@@ -1,26 +1,28 @@
 --[[ queue_stats: the queue's shape in one atomic read, on Redis' clock.
-  Input:  KEYS[1] first  KEYS[2] waiting  KEYS[3] ready  KEYS[4] leased  KEYS[5] dead
-          KEYS[6] meta (the state's format, checked, never written; see includes/version.lua)
+  Keys (shared/src/keys.rs says what each holds):
+    K.first K.waiting K.ready K.leased K.dead
+    K.meta   the state's format, checked, never written (see includes/version.lua)
   Output: { now, depth, due_now, in_flight, dead, oldest_first_failure (0 when empty),
             next_due (0 when nothing waits) }
     An expired lease counts as due (the next claim takes it back), not as in flight.
   Errors: NEWER (the state's format is newer than this script's), CORRUPT (v unreadable) ]]
-local rcall = redis.call
 --- @include "version"
-local refused = queue_format_refusal(KEYS[6])
+--- @include "clock"
+local refused = queue_format_refusal(K.meta)
 if refused then
   return refused
 end
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local oldest = rcall('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local next_due = rcall('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local now = redis_now_ms()
+local oldest = redis.call('ZRANGE', K.first, 0, 0, 'WITHSCORES')
+local next_due = redis.call('ZRANGE', K.waiting, 0, 0, 'WITHSCORES')
+local due_now = redis.call('ZCARD', K.ready) + redis.call('ZCOUNT', K.waiting, '-inf', now)
+  + redis.call('ZCOUNT', K.leased, '-inf', now)
 return {
   now,
-  rcall('ZCARD', KEYS[1]),
-  rcall('ZCARD', KEYS[3]) + rcall('ZCOUNT', KEYS[2], '-inf', now) + rcall('ZCOUNT', KEYS[4], '-inf', now),
-  rcall('ZCOUNT', KEYS[4], '(' .. now, '+inf'),
-  rcall('ZCARD', KEYS[5]),
+  redis.call('ZCARD', K.first),
+  due_now,
+  redis.call('ZCOUNT', K.leased, '(' .. now, '+inf'),
+  redis.call('ZCARD', K.dead),
   tonumber(oldest[2] or 0),
   tonumber(next_due[2] or 0),
 }

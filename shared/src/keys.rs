@@ -141,6 +141,28 @@ pub struct QueueKeys {
     pub meta: String,
 }
 
+impl QueueKeys {
+    /// The key named `name` (a field of this struct), as the queue's scripts name their
+    /// keys (see [`crate::lua`]).
+    pub fn named(&self, name: &str) -> Option<&str> {
+        Some(match name {
+            "jobs" => &self.jobs,
+            "first" => &self.first,
+            "count" => &self.count,
+            "errors" => &self.errors,
+            "waiting" => &self.waiting,
+            "ready" => &self.ready,
+            "leased" => &self.leased,
+            "lease" => &self.lease,
+            "dead" => &self.dead,
+            "alerts" => &self.alerts,
+            "seq" => &self.seq,
+            "meta" => &self.meta,
+            _ => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,10 +25,11 @@
 //! - [`history`]: [`RedisHistory`](history::RedisHistory), the capped stream of sanitized failures.
 //! - [`law`]: [`LawClient`], the law.go.kr DRF client, its typed replies and errors.
 //! - [`lock`]: [`RunnerLock`](lock::RunnerLock), the single-runner lock (token-checked release).
+//! - [`lua`]: every Lua script, assembled from `shared/lua/` with its includes and named keys.
 //! - [`queue`]: [`RetryQueue`](queue::RetryQueue), failed work parked in Redis with leases and dead letters.
 //!
 //! The Lua scripts live in `shared/lua/`, one per atomic operation, each loaded in
-//! exactly one place.
+//! exactly one place ([`lua`]).
 
 pub mod alert;
 pub mod app;
@@ -47,6 +48,7 @@ pub mod law;
 #[cfg(feature = "cli")]
 pub mod local;
 pub mod lock;
+pub mod lua;
 pub mod metrics;
 pub mod policy;
 pub mod queue;
@@ -57,7 +59,7 @@ pub mod telemetry;
 
 pub use config::{Config, ConfigError, GateConfig};
 pub use deadline::Deadline;
-pub use gate::{Gate, GateError, Grant};
+pub use gate::{Gate, GateError, Grant, Refusal};
 pub use keys::Namespace;
 pub use law::{LawClient, LawError};
 pub use secret::Secret;

@@ -46,23 +46,12 @@ impl RunnerLock {
 
     /// Extends the lock to `ttl` from now; `false` when it is no longer ours.
     pub async fn extend(&self, held: &Held, ttl: Duration) -> Result<bool, StoreError> {
-        let n: i64 = scripts::LOCK_EXTEND
-            .key(&self.key)
-            .arg(&held.token)
-            .arg(ttl.as_millis().max(1) as u64)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(n == 1)
+        scripts::lock_extend(&self.conn, &self.key, &held.token, ttl.as_millis().max(1) as u64).await
     }
 
     /// Releases the lock; `false` when it was no longer ours.
     pub async fn release(&self, held: Held) -> Result<bool, StoreError> {
-        let n: i64 = scripts::LOCK_RELEASE
-            .key(&self.key)
-            .arg(&held.token)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(n == 1)
+        scripts::lock_release(&self.conn, &self.key, &held.token).await
     }
 
     /// Time left on the lock, whoever holds it; `None` when free.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lawsync::config::{Config, GateConfig, LawApiConfig};
 use lawsync::law::{Disposition, LawError, MemoryHistory, NetKind, SearchRequest};
-use lawsync::{Deadline, Gate, GateError, LawClient, Secret};
+use lawsync::{Deadline, Gate, GateError, LawClient, Refusal, Secret};
 use lawsync_tests::servers::{OwnRedis, Topology, dead_port, unique_ns};
 use lawsync_tests::upstream::{Body, Reply, Upstream};
 
@@ -241,7 +241,7 @@ async fn a_429_sets_a_cooldown_other_instances_see() {
         matches!(
             again,
             LawError::Gate(GateError::WaitTooLong {
-                cooldown: Some(_),
+                cause: Refusal::Cooldown { .. },
                 ..
             })
         ),

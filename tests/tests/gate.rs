@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lawsync::config::GateConfig;
 use lawsync::gate::Grant;
-use lawsync::{Deadline, Gate, GateError};
+use lawsync::{Deadline, Gate, GateError, Refusal};
 use lawsync_tests::servers::{Topology, settle_gate, unique_env, unique_ns};
 use tokio::io::AsyncWriteExt;
 
@@ -231,14 +231,10 @@ async fn a_wait_over_the_bound_fails_at_once_and_reserves_nothing() {
             .await
             .expect_err("second must be refused");
         match err {
-            GateError::WaitTooLong {
-                wait,
-                bound,
-                cooldown,
-            } => {
+            GateError::WaitTooLong { wait, bound, cause } => {
                 assert!(wait > Duration::from_secs(8), "{topo:?}: wait {wait:?}");
                 assert_eq!(bound, Duration::from_secs(1));
-                assert_eq!(cooldown, None);
+                assert_eq!(cause, Refusal::QueueAhead, "{topo:?}: no cooldown, callers ahead");
             }
             other => panic!("{topo:?}: unexpected {other:?}"),
         }
@@ -265,8 +261,8 @@ async fn a_wait_over_the_bound_fails_at_once_and_reserves_nothing() {
             .await
             .expect_err("refused");
         assert!(
-            matches!(err, GateError::WaitTooLong { bound, .. } if bound <= Duration::from_secs(1)),
-            "{topo:?}: {err:?}"
+            matches!(err, GateError::WaitTooLong { bound, cause: Refusal::Deadline, .. } if bound <= Duration::from_secs(1)),
+            "{topo:?}: the deadline, not the wait bound, refused it: {err:?}"
         );
     }
 }
@@ -278,7 +274,7 @@ async fn a_refusal_during_cooldown_names_the_cooldown() {
         gate.defer(Duration::from_secs(60)).await.expect("defer");
         let err = gate.acquire(Deadline::NONE).await.expect_err("refused");
         let GateError::WaitTooLong {
-            cooldown: Some(c),
+            cause: Refusal::Cooldown { remaining: c },
             wait,
             ..
         } = &err

@@ -7,7 +7,7 @@ use std::time::Duration;
 use lawsync::app::law_gate;
 use lawsync::config::GateConfig;
 use lawsync::keys::GateKey;
-use lawsync::{Deadline, Gate, GateError, Secret, StoreError};
+use lawsync::{Deadline, Gate, GateError, Refusal, Secret, StoreError};
 use lawsync_tests::servers::{Topology, settle_gate, unique_env, unique_ns};
 
 fn cfg(interval_ms: u64, max_wait_ms: u64) -> GateConfig {
@@ -87,8 +87,8 @@ async fn a_roll_keeps_the_previous_releases_cooldown_and_schedule() {
         assert!(cool > Duration::from_millis(2800), "{topo:?}: {st:?}");
         assert!(!st.fresh, "{topo:?}");
         match gate.acquire(Deadline::NONE).await {
-            Err(GateError::WaitTooLong { wait, cooldown, .. }) => {
-                assert!(cooldown.is_some(), "{topo:?}");
+            Err(GateError::WaitTooLong { wait, cause, .. }) => {
+                assert!(matches!(cause, Refusal::Cooldown { .. }), "{topo:?}: {cause:?}");
                 assert!(wait >= Duration::from_millis(3800), "{topo:?}: {wait:?}");
             }
             other => panic!("{topo:?}: a call inside the old cooldown: {other:?}"),

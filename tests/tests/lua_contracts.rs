@@ -5,12 +5,10 @@
 use lawsync_tests::servers::{Topology, unique_ns};
 use redis::Script;
 
-const INCLUDE: &str = include_str!("../../shared/lua/includes/gate_state.lua");
-const ACQUIRE: &str = include_str!("../../shared/lua/gate_acquire.lua");
-const DEFER: &str = include_str!("../../shared/lua/gate_defer.lua");
-const STATUS: &str = include_str!("../../shared/lua/gate_status.lua");
-const RELEASE: &str = include_str!("../../shared/lua/gate_release.lua");
-const ADOPT: &str = include_str!("../../shared/lua/gate_adopt.lua");
+use lawsync::lua::{
+    GATE_ACQUIRE as ACQUIRE, GATE_ADOPT as ADOPT, GATE_DEFER as DEFER, GATE_RELEASE as RELEASE,
+    GATE_STATUS as STATUS, LuaScript,
+};
 
 const SEC: i64 = 1_000_000;
 /// The tolerance used below unless a test says otherwise: 10 ms, law.go.kr's default.
@@ -19,14 +17,14 @@ const IDLE_MS: i64 = 60_000;
 
 type Conn = lawsync::RedisConn;
 
-/// A gate script as the library loads it: the state include in front.
-fn script(body: &str) -> Script {
-    Script::new(&format!("{INCLUDE}{body}"))
+/// A gate script as the library loads it (its includes pasted, its key bound).
+fn script(s: &LuaScript) -> &Script {
+    s.script()
 }
 
 /// gate_status: ARGV interval, burst, tolerance → {now, next_start, cool, fresh, tat, sat}.
 async fn status(conn: &mut Conn, key: &str) -> Vec<i64> {
-    script(STATUS)
+    script(&STATUS)
         .key(key)
         .arg(SEC)
         .arg(1)
@@ -62,7 +60,7 @@ async fn try_acquire_burst(
     tolerance: i64,
     epoch: i64,
 ) -> redis::RedisResult<Vec<i64>> {
-    script(ACQUIRE)
+    script(&ACQUIRE)
         .key(key)
         .arg(SEC)
         .arg(burst)
@@ -90,7 +88,7 @@ async fn acquire(conn: &mut Conn, key: &str, max_wait: i64, held: i64, epoch: i6
 
 /// gate_defer: ARGV cooldown µs, interval µs, burst, tolerance µs, idle ms → {cool, now}.
 async fn defer(conn: &mut Conn, key: &str, d: i64, burst: i64) -> Vec<i64> {
-    script(DEFER)
+    script(&DEFER)
         .key(key)
         .arg(d)
         .arg(SEC)
@@ -145,7 +143,7 @@ async fn release(conn: &mut Conn, key: &str, go: &[i64], epoch: i64) -> i64 {
 }
 
 async fn release_b(conn: &mut Conn, key: &str, go: &[i64], epoch: i64, burst: i64) -> i64 {
-    script(RELEASE)
+    script(&RELEASE)
         .key(key)
         .arg(go[5])
         .arg(go[6])
@@ -163,7 +161,7 @@ async fn release_b(conn: &mut Conn, key: &str, go: &[i64], epoch: i64, burst: i6
 
 /// gate_adopt: ARGV tat, sat, cool, interval, burst, tolerance, idle ms → 0|1.
 async fn adopt(conn: &mut Conn, key: &str, tat: i64, sat: i64, cool: i64) -> i64 {
-    script(ADOPT)
+    script(&ADOPT)
         .key(key)
         .arg(tat)
         .arg(sat)
@@ -387,7 +385,7 @@ async fn damaged_fields_are_corrupt_not_a_stall() {
                 .await
                 .expect_err(&format!("{name}={bad} must be refused"));
             assert_eq!(err.code(), Some("CORRUPT"), "{name}={bad}: {err:?}");
-            let d: redis::RedisResult<Vec<i64>> = script(DEFER)
+            let d: redis::RedisResult<Vec<i64>> = script(&DEFER)
                 .key(&key)
                 .arg(SEC)
                 .arg(SEC)
@@ -397,7 +395,7 @@ async fn damaged_fields_are_corrupt_not_a_stall() {
                 .invoke_async(&mut conn)
                 .await;
             assert_eq!(d.expect_err("defer").code(), Some("CORRUPT"), "{name}={bad}");
-            let s: redis::RedisResult<Vec<i64>> = script(STATUS)
+            let s: redis::RedisResult<Vec<i64>> = script(&STATUS)
                 .key(&key)
                 .arg(SEC)
                 .arg(1)
@@ -579,7 +577,7 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
         // its slot, must still wait a whole interval after that late start.
         let key2 = unique_ns("lua").gate();
         set_state(&mut conn, &key2, 0, 0, 0, 1).await;
-        let d2: Vec<i64> = script(DEFER)
+        let d2: Vec<i64> = script(&DEFER)
             .key(&key2)
             .arg(SEC / 10)
             .arg(SEC)
@@ -599,27 +597,6 @@ async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_b
     }
 }
 
-/// Every queue script as the queue loads it (its `@include`s pasted in).
-fn queue_scripts() -> Vec<(&'static str, String)> {
-    [
-        (
-            "queue_enqueue",
-            include_str!("../../shared/lua/queue_enqueue.lua"),
-        ),
-        ("queue_claim", include_str!("../../shared/lua/queue_claim.lua")),
-        ("queue_settle", include_str!("../../shared/lua/queue_settle.lua")),
-        ("queue_bury", include_str!("../../shared/lua/queue_bury.lua")),
-        (
-            "queue_redrive",
-            include_str!("../../shared/lua/queue_redrive.lua"),
-        ),
-        ("queue_stats", include_str!("../../shared/lua/queue_stats.lua")),
-    ]
-    .into_iter()
-    .map(|(name, body)| (name, body.to_owned()))
-    .collect()
-}
-
 /// The highest `WORD[n]` in `text`.
 fn highest(text: &str, word: &str) -> usize {
     text.match_indices(&format!("{word}["))
@@ -631,25 +608,29 @@ fn highest(text: &str, word: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// A queue script's header names every KEYS and ARGV slot its code reads, and no more.
+/// Every script's header names every ARGV slot its code reads, and no more (its keys are
+/// checked against the names its callers fill by the library's own `lua` tests).
 #[test]
-fn queue_script_headers_name_exactly_the_slots_their_code_reads() {
-    for (name, body) in queue_scripts() {
+fn script_headers_name_exactly_the_slots_their_code_reads() {
+    for s in lawsync::lua::ALL {
+        let (name, body) = (s.name(), s.source());
         assert!(body.starts_with(&format!("--[[ {name}:")), "{name}: header first");
         let end = body.find("]]").expect("header end");
         let (header, code) = body.split_at(end);
-        assert!(header.contains("Input:") && header.contains("Output:"), "{name}");
-        for word in ["KEYS", "ARGV"] {
-            assert_eq!(
-                highest(header, word),
-                highest(code, word),
-                "{name}: {word} drifted"
-            );
-        }
-        let assembled = lawsync::queue::assemble_script(&body);
+        assert!(header.contains("Output:"), "{name}");
+        assert_eq!(
+            highest(header, "ARGV"),
+            highest(code, "ARGV"),
+            "{name}: ARGV drifted"
+        );
+        let assembled = s.assembled();
         assert!(
             !assembled.contains("@include"),
             "{name}: an include was not pasted"
+        );
+        assert!(
+            assembled.starts_with(&body[..end]),
+            "{name}: the assembled text opens with the contract"
         );
     }
 }
@@ -658,19 +639,11 @@ fn queue_script_headers_name_exactly_the_slots_their_code_reads() {
 /// dead letter revived with the notes appended to its history.
 #[tokio::test]
 async fn queue_enqueue_follows_its_header() {
-    let body = include_str!("../../shared/lua/queue_enqueue.lua");
-    let script = Script::new(&lawsync::queue::assemble_script(body));
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
         let k = unique_ns("lua").queue();
         let call = |id: &str| {
-            let mut s = script.prepare_invoke();
-            for key in [
-                &k.jobs, &k.first, &k.count, &k.errors, &k.waiting, &k.dead, &k.ready, &k.leased, &k.lease,
-                &k.alerts, &k.meta,
-            ] {
-                s.key(key);
-            }
+            let mut s = lawsync::lua::QUEUE_ENQUEUE.prepare(&k);
             s.arg(id)
                 .arg(r#"{"type":"DETAIL","identity":"1","payload":{}}"#)
                 .arg(1000)

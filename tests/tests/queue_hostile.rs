@@ -10,11 +10,10 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use lawsync::keys::QueueKeys;
-use lawsync::queue::assemble_script;
+use lawsync::lua;
 use lawsync_tests::servers::{Topology, unique_ns};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
-use redis::Script;
 
 const NUMBERS: [&str; 10] = [
     "0",
@@ -31,25 +30,6 @@ const NUMBERS: [&str; 10] = [
 const IDS: [&str; 3] = ["DETAIL:1", "DETAIL:2", "DETAIL:3"];
 const JOB: &str = r#"{"type":"DETAIL","identity":"1","payload":{"id":"1"}}"#;
 const NOTES: &str = r#"[{"atMs":1,"kind":"http_status","message":"HTTP 503","status":503}]"#;
-
-struct Scripts {
-    enqueue: Script,
-    claim: Script,
-    settle: Script,
-    bury: Script,
-    redrive: Script,
-}
-
-fn load() -> Scripts {
-    let s = |body: &str| Script::new(&assemble_script(body));
-    Scripts {
-        enqueue: s(include_str!("../../shared/lua/queue_enqueue.lua")),
-        claim: s(include_str!("../../shared/lua/queue_claim.lua")),
-        settle: s(include_str!("../../shared/lua/queue_settle.lua")),
-        bury: s(include_str!("../../shared/lua/queue_bury.lua")),
-        redrive: s(include_str!("../../shared/lua/queue_redrive.lua")),
-    }
-}
 
 /// Every queue key's content, for before-and-after comparison.
 async fn snapshot(conn: &mut lawsync::RedisConn, k: &QueueKeys) -> BTreeMap<String, Vec<String>> {
@@ -93,23 +73,12 @@ fn consistent(snap: &BTreeMap<String, Vec<String>>, k: &QueueKeys) -> Result<(),
 }
 
 /// One call: the script and its arguments from the choices.
-async fn call(
-    s: &Scripts,
-    conn: &mut lawsync::RedisConn,
-    k: &QueueKeys,
-    c: [u8; 6],
-) -> redis::RedisResult<redis::Value> {
+async fn call(conn: &mut lawsync::RedisConn, k: &QueueKeys, c: [u8; 6]) -> redis::RedisResult<redis::Value> {
     let num = |i: u8| NUMBERS[usize::from(i) % NUMBERS.len()];
     let id = IDS[usize::from(c[1]) % IDS.len()];
     let inv = match c[0] % 5 {
         0 => {
-            let mut i = s.enqueue.prepare_invoke();
-            for key in [
-                &k.jobs, &k.first, &k.count, &k.errors, &k.waiting, &k.dead, &k.ready, &k.leased, &k.lease,
-                &k.alerts, &k.meta,
-            ] {
-                i.key(key);
-            }
+            let mut i = lua::QUEUE_ENQUEUE.prepare(k);
             let legacy = if c[4].is_multiple_of(3) {
                 IDS[usize::from(c[5]) % IDS.len()]
             } else {
@@ -125,13 +94,7 @@ async fn call(
             i
         }
         1 => {
-            let mut i = s.claim.prepare_invoke();
-            for key in [
-                &k.waiting, &k.ready, &k.leased, &k.first, &k.lease, &k.jobs, &k.count, &k.errors, &k.seq,
-                &k.dead, &k.meta,
-            ] {
-                i.key(key);
-            }
+            let mut i = lua::QUEUE_CLAIM.prepare(k);
             i.arg(num(c[2])).arg(num(c[3])).arg(num(c[4])).arg("nonce");
             i
         }
@@ -143,13 +106,7 @@ async fn call(
                 token.unwrap_or_default()
             };
             let action = ["ack", "retry", "dead", "release", "later", "bogus"][usize::from(c[4]) % 6];
-            let mut i = s.settle.prepare_invoke();
-            for key in [
-                &k.leased, &k.lease, &k.jobs, &k.count, &k.errors, &k.first, &k.waiting, &k.ready, &k.dead,
-                &k.alerts, &k.meta,
-            ] {
-                i.key(key);
-            }
+            let mut i = lua::QUEUE_SETTLE.prepare(k);
             i.arg(id)
                 .arg(token)
                 .arg(action)
@@ -159,23 +116,12 @@ async fn call(
             i
         }
         3 => {
-            let mut i = s.bury.prepare_invoke();
-            for key in [
-                &k.jobs, &k.count, &k.errors, &k.first, &k.waiting, &k.ready, &k.leased, &k.lease, &k.dead,
-                &k.alerts, &k.meta,
-            ] {
-                i.key(key);
-            }
+            let mut i = lua::QUEUE_BURY.prepare(k);
             i.arg(id).arg(JOB).arg(NOTES).arg(num(c[2])).arg("");
             i
         }
         _ => {
-            let mut i = s.redrive.prepare_invoke();
-            for key in [
-                &k.dead, &k.first, &k.waiting, &k.count, &k.jobs, &k.errors, &k.alerts, &k.meta,
-            ] {
-                i.key(key);
-            }
+            let mut i = lua::QUEUE_REDRIVE.prepare(k);
             i.arg(if c[3].is_multiple_of(2) { id } else { "" }).arg(num(c[2]));
             i
         }
@@ -193,7 +139,6 @@ fn hostile_script_calls_write_nothing_or_leave_the_queue_consistent() {
         .enable_all()
         .build()
         .expect("runtime");
-    let scripts = load();
     for topo in Topology::ALL {
         let mut runner = TestRunner::new(RunnerConfig {
             cases,
@@ -207,7 +152,7 @@ fn hostile_script_calls_write_nothing_or_leave_the_queue_consistent() {
                 let k = unique_ns("hostile").queue();
                 for (n, c) in calls.iter().enumerate() {
                     let before = snapshot(&mut conn, &k).await;
-                    let reply = call(&scripts, &mut conn, &k, *c).await;
+                    let reply = call(&mut conn, &k, *c).await;
                     let after = snapshot(&mut conn, &k).await;
                     match reply {
                         Err(e) if before != after => {

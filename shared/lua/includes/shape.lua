@@ -1,22 +1,22 @@
---[[ include shape: queue_shape_refusal(keys) → nil when every key is absent or of the type
-  its name says, else the CORRUPT error reply to return before anything is written. Redis
-  keeps a script's writes up to a failing command, so a damaged or foreign key (a string
-  where a sorted set belongs, a lease counter INCR cannot add to) met half-way would leave
-  an entry in no set at all. The types follow the names in shared/src/keys.rs. ]]
+--[[ include shape: queue_shape_refusal() → nil when every key of K is absent or of the
+  type its name says, else the CORRUPT error reply to return before anything is written.
+  Redis keeps a script's writes up to a failing command, so a damaged or foreign key (a
+  string where a sorted set belongs, a lease counter INCR cannot add to) met half-way
+  would leave an entry in no set at all. The names are those of shared/src/keys.rs. ]]
 local QUEUE_KEY_TYPES = {
-  jobs = 'hash', first = 'zset', count = 'hash', errors = 'hash', waiting = 'zset',
-  ready = 'zset', leased = 'zset', lease = 'hash', dead = 'zset', alerts = 'zset',
-  seq = 'string', meta = 'hash',
+  { 'jobs', 'hash' }, { 'first', 'zset' }, { 'count', 'hash' }, { 'errors', 'hash' },
+  { 'waiting', 'zset' }, { 'ready', 'zset' }, { 'leased', 'zset' }, { 'lease', 'hash' },
+  { 'dead', 'zset' }, { 'alerts', 'zset' }, { 'seq', 'string' }, { 'meta', 'hash' },
 }
-local function queue_shape_refusal(keys)
-  for _, key in ipairs(keys) do
-    local want = QUEUE_KEY_TYPES[string.match(key, ':q:(%w+)$') or '']
-    local have = rcall('TYPE', key).ok
-    if want and have ~= 'none' and have ~= want then
+local function queue_shape_refusal()
+  for _, named in ipairs(QUEUE_KEY_TYPES) do
+    local key, want = K[named[1]], named[2]
+    local have = key and redis.call('TYPE', key).ok or 'none'
+    if have ~= 'none' and have ~= want then
       return redis.error_reply('CORRUPT ' .. key .. ' is a ' .. have .. ', not a ' .. want)
     end
     if want == 'string' and have == 'string' then
-      local v = rcall('GET', key)
+      local v = redis.call('GET', key)
       if not string.match(v, '^%d+$') or #v > 15 then
         return redis.error_reply('CORRUPT ' .. key .. ' is not a lease counter')
       end

@@ -7,7 +7,7 @@
   is not a version. queue_format_mark(meta) records the format after a change. ]]
 local QUEUE_FORMAT = 2
 local function queue_format_refusal(meta)
-  local v = rcall('HGET', meta, 'v')
+  local v = redis.call('HGET', meta, 'v')
   if not v then
     return nil
   end
@@ -22,5 +22,5 @@ local function queue_format_refusal(meta)
   return nil
 end
 local function queue_format_mark(meta)
-  rcall('HSET', meta, 'v', QUEUE_FORMAT)
+  redis.call('HSET', meta, 'v', QUEUE_FORMAT)
 end

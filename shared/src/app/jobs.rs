@@ -10,7 +10,7 @@ use super::outbox::QueueName;
 use crate::deadline::Deadline;
 use crate::documents::precedent_key;
 use crate::drainer::Outcome;
-use crate::gate::GateError;
+use crate::gate::{GateError, Refusal};
 use crate::law::{Disposition, LawError, SearchRequest};
 use crate::policy::GATE_REFUSED_RETRY;
 use crate::queue::{Buried, Enqueued, ErrorNote, Job};
@@ -214,8 +214,11 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
         // cluster cooldown it is due when the cooldown ends; behind other callers it is due
         // at once, for the environment that holds the slots to work off after its batch
         // (or the scheduled drainer). Never after the retry backoff.
-        (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, cooldown, .. })), _) => {
-            let due_in = if cooldown.is_some() { *wait } else { Duration::ZERO };
+        (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, cause, .. })), _) => {
+            let due_in = match cause {
+                Refusal::Cooldown { .. } => *wait,
+                Refusal::Deadline | Refusal::QueueAhead => Duration::ZERO,
+            };
             deps.queue.enqueue_due_in(job, due_in, note).await
         }
         (_, Disposition::RetryLater(after)) => deps.queue.enqueue(job, after, note).await,

@@ -44,6 +44,8 @@
 
 mod scripts;
 
+use scripts::{AcquireReply, Granted, Release, Shape};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -63,15 +65,14 @@ pub enum GateError {
     #[error("rate gate unavailable: {0}; the upstream was not called")]
     Unavailable(#[from] StoreError),
     /// The next slot is further away than the caller may wait. Nothing was reserved.
-    #[error("rate gate: next slot in {} ms exceeds the {} ms wait bound{}", .wait.as_millis(), .bound.as_millis(),
-        .cooldown.map(|c| format!(" (cluster cooldown for another {} ms)", c.as_millis())).unwrap_or_default())]
+    #[error("rate gate: next slot in {} ms exceeds the {} ms wait bound{}", .wait.as_millis(), .bound.as_millis(), .cause)]
     WaitTooLong {
         /// Time from now until the slot that would have been granted.
         wait: Duration,
         /// The bound that was exceeded (max wait, or what the deadline left).
         bound: Duration,
-        /// Remaining cooldown, when one is the cause.
-        cooldown: Option<Duration>,
+        /// What holds the slot back.
+        cause: Refusal,
     },
     /// Slot after slot was moved or lost (behind late starts, to cooldowns, or to a reset
     /// gate state).
@@ -87,6 +88,31 @@ impl GateError {
         match self {
             GateError::WaitTooLong { wait, .. } => Some(*wait),
             GateError::Unavailable(_) | GateError::Unsettled { .. } => None,
+        }
+    }
+}
+
+/// Why the gate had no slot within a caller's bound ([`GateError::WaitTooLong`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A cluster-wide cooldown (a 429's Retry-After, or a fresh state's quiet) is in force
+    /// for `remaining`: the slot is behind its end.
+    Cooldown { remaining: Duration },
+    /// The invocation's deadline, not the wait bound, left too little time: with the
+    /// whole bound the slot would have been granted.
+    Deadline,
+    /// Callers ahead hold the slots up to the bound.
+    QueueAhead,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Cooldown { remaining } => {
+                write!(f, " (cluster cooldown for another {} ms)", remaining.as_millis())
+            }
+            Refusal::Deadline => f.write_str(" (the invocation's deadline)"),
+            Refusal::QueueAhead => f.write_str(" (callers ahead hold the slots)"),
         }
     }
 }
@@ -114,8 +140,8 @@ pub struct Grant {
     /// comparison of this clock with Redis'.
     pub asked_at: tokio::time::Instant,
     epoch: u64,
-    sat_before: u64,
-    sat_after: u64,
+    next_start_before: u64,
+    next_start_after: u64,
 }
 
 impl Grant {
@@ -274,26 +300,34 @@ impl Gate {
                     .min(bound.saturating_sub(spent) + pace)
             };
             let asked_at = tokio::time::Instant::now();
-            let reply = self.call_acquire(allowed, held, epoch).await?;
-            if held != 0 && reply.slot != held {
-                reslotted += 1;
-            }
+            self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
+            let reply =
+                scripts::acquire(&self.conn, &self.key, self.shape(), micros(allowed), held, epoch).await?;
             // Redis read its clock before it replied, so counting the wait from the reply
             // never wakes before the slot (which would cost a round trip); it wakes at most
             // one round trip late, well inside the tolerance.
             let anchor = tokio::time::Instant::now();
-            match reply.code {
-                0 => {
+            match reply {
+                AcquireReply::Go {
+                    slot,
+                    now,
+                    epoch,
+                    next_start_before,
+                    next_start_after,
+                } => {
+                    if held != 0 && slot != held {
+                        reslotted += 1;
+                    }
                     let grant = Grant {
-                        slot_us: reply.slot,
-                        granted_at_us: reply.now,
+                        slot_us: slot,
+                        granted_at_us: now,
                         waited: started.elapsed(),
                         round_trips: call,
                         reslotted,
                         asked_at,
-                        epoch: reply.epoch,
-                        sat_before: reply.sat_before,
-                        sat_after: reply.sat_after,
+                        epoch,
+                        next_start_before,
+                        next_start_after,
                     };
                     self.counters.grants.fetch_add(1, Ordering::Relaxed);
                     self.counters
@@ -307,29 +341,44 @@ impl Gate {
                     span.record("round_trips", call);
                     return Ok(grant);
                 }
-                1 => {
-                    (held, epoch) = (reply.slot, reply.epoch);
-                    let wait = Duration::from_micros(reply.slot.saturating_sub(reply.now));
+                AcquireReply::Wait {
+                    slot,
+                    now,
+                    epoch: slot_epoch,
+                } => {
+                    if held != 0 && slot != held {
+                        reslotted += 1;
+                    }
+                    (held, epoch) = (slot, slot_epoch);
+                    let wait = Duration::from_micros(slot.saturating_sub(now));
                     if wait > allowed {
                         // The script bounds this too; a second check costs nothing.
                         self.counters.refusals.fetch_add(1, Ordering::Relaxed);
                         return Err(GateError::WaitTooLong {
                             wait,
                             bound,
-                            cooldown: None,
+                            cause: Refusal::QueueAhead,
                         });
                     }
                     sleep_precisely_until(anchor + wait).await;
                 }
-                _ => {
+                AcquireReply::Refused {
+                    slot,
+                    now,
+                    cooldown_end,
+                } => {
                     self.counters.refusals.fetch_add(1, Ordering::Relaxed);
-                    let cooldown =
-                        (reply.cool > reply.now).then(|| Duration::from_micros(reply.cool - reply.now));
-                    return Err(GateError::WaitTooLong {
-                        wait: Duration::from_micros(reply.slot.saturating_sub(reply.now)),
-                        bound,
-                        cooldown,
-                    });
+                    let wait = Duration::from_micros(slot.saturating_sub(now));
+                    let cause = if cooldown_end > now {
+                        Refusal::Cooldown {
+                            remaining: Duration::from_micros(cooldown_end - now),
+                        }
+                    } else if bound < max_wait && wait <= max_wait {
+                        Refusal::Deadline
+                    } else {
+                        Refusal::QueueAhead
+                    };
+                    return Err(GateError::WaitTooLong { wait, bound, cause });
                 }
             }
         }
@@ -343,61 +392,19 @@ impl Gate {
     /// holder may start an interval after the one before it. True when given back; false
     /// when another start was granted since, and this one keeps counting (only ever safe).
     pub async fn give_back(&self, grant: &Grant) -> Result<bool, GateError> {
-        let mut conn = self.conn.clone();
-        let given: i64 = scripts::RELEASE
-            .key(&self.key)
-            .arg(grant.sat_before)
-            .arg(grant.sat_after)
-            .arg(grant.epoch)
-            .arg(grant.slot_us)
-            .arg(micros(self.cfg.interval))
-            .arg(self.cfg.burst)
-            .arg(micros(self.cfg.tolerance))
-            .arg(idle_ms())
-            .arg(grant.granted_at_us)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(StoreError::from)?;
-        if given == 1 {
+        let granted = Granted {
+            next_start_before: grant.next_start_before,
+            next_start_after: grant.next_start_after,
+            epoch: grant.epoch,
+            slot: grant.slot_us,
+            granted_at: grant.granted_at_us,
+        };
+        let given =
+            scripts::release(&self.conn, &self.key, self.shape(), granted).await? == Release::GivenBack;
+        if given {
             self.counters.given_back.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(given == 1)
-    }
-
-    async fn call_acquire(
-        &self,
-        allowed: Duration,
-        held: u64,
-        epoch: u64,
-    ) -> Result<AcquireReply, StoreError> {
-        self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-        let mut conn = self.conn.clone();
-        let v: Vec<i64> = scripts::ACQUIRE
-            .key(&self.key)
-            .arg(micros(self.cfg.interval))
-            .arg(self.cfg.burst)
-            .arg(micros(allowed))
-            .arg(held)
-            .arg(micros(self.cfg.tolerance))
-            .arg(epoch)
-            .arg(idle_ms())
-            .invoke_async(&mut conn)
-            .await?;
-        let u = |x: i64| x.max(0) as u64;
-        match v.as_slice() {
-            &[code, slot, now, cool, epoch, sat_before, sat_after] if (0..=2).contains(&code) => {
-                Ok(AcquireReply {
-                    code,
-                    slot: u(slot),
-                    now: u(now),
-                    cool: u(cool),
-                    epoch: u(epoch),
-                    sat_before: u(sat_before),
-                    sat_after: u(sat_after),
-                })
-            }
-            _ => Err(StoreError::Protocol("gate_acquire reply")),
-        }
+        Ok(given)
     }
 
     /// Starts or extends the cluster-wide cooldown to at least `d` from now, at most a
@@ -405,66 +412,29 @@ impl Gate {
     /// callers already holding a slot inside it are held back.
     pub async fn defer(&self, d: Duration) -> Result<Cooldown, GateError> {
         self.adopt_once().await?;
-        let mut conn = self.conn.clone();
-        let v: Vec<i64> = scripts::DEFER
-            .key(&self.key)
-            .arg(micros(d.min(RETRY_AFTER_CAP)).max(1))
-            .arg(micros(self.cfg.interval))
-            .arg(self.cfg.burst)
-            .arg(micros(self.cfg.tolerance))
-            .arg(idle_ms())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(StoreError::from)?;
-        match v.as_slice() {
-            &[cool, now] => {
-                let remaining = Duration::from_micros(cool.saturating_sub(now).max(0) as u64);
-                tracing::warn!(
-                    cooldown_ms = remaining.as_millis() as u64,
-                    "rate gate: cluster cooldown set"
-                );
-                Ok(Cooldown {
-                    remaining,
-                    until_us: cool.max(0) as u64,
-                })
-            }
-            _ => Err(StoreError::Protocol("gate_defer reply").into()),
-        }
+        let length = micros(d.min(RETRY_AFTER_CAP)).max(1);
+        let (cooldown_end, now) = scripts::defer(&self.conn, &self.key, self.shape(), length).await?;
+        let remaining = Duration::from_micros(cooldown_end.saturating_sub(now));
+        tracing::warn!(
+            cooldown_ms = remaining.as_millis() as u64,
+            "rate gate: cluster cooldown set"
+        );
+        Ok(Cooldown {
+            remaining,
+            until_us: cooldown_end,
+        })
     }
 
     /// The state as seen now on the holder's clock.
     pub async fn status(&self) -> Result<GateStatus, GateError> {
         self.adopt_once().await?;
-        let raw = self.read(&self.key).await?;
+        let raw = scripts::status(&self.conn, &self.key, self.shape()).await?;
         Ok(GateStatus {
             now_us: raw.now,
-            next_slot_in: Duration::from_micros(raw.next_start.saturating_sub(raw.now)),
-            cooldown: (raw.cool > raw.now).then(|| Duration::from_micros(raw.cool - raw.now)),
+            next_slot_in: Duration::from_micros(raw.next_slot.saturating_sub(raw.now)),
+            cooldown: (raw.cooldown_end > raw.now).then(|| Duration::from_micros(raw.cooldown_end - raw.now)),
             fresh: raw.fresh,
         })
-    }
-
-    async fn read(&self, key: &str) -> Result<StatusReply, StoreError> {
-        let mut conn = self.conn.clone();
-        let v: Vec<i64> = scripts::STATUS
-            .key(key)
-            .arg(micros(self.cfg.interval))
-            .arg(self.cfg.burst)
-            .arg(micros(self.cfg.tolerance))
-            .invoke_async(&mut conn)
-            .await?;
-        let u = |x: i64| x.max(0) as u64;
-        match v.as_slice() {
-            &[now, next_start, cool, fresh, tat, sat] => Ok(StatusReply {
-                now: u(now),
-                next_start: u(next_start),
-                cool: u(cool),
-                fresh: fresh == 1,
-                tat: u(tat),
-                sat: u(sat),
-            }),
-            _ => Err(StoreError::Protocol("gate_status reply")),
-        }
     }
 
     /// Takes over the legacy state once (see [`Gate::adopting`]). Redis being unreachable
@@ -476,7 +446,7 @@ impl Gate {
         };
         self.adopted
             .get_or_try_init(|| async {
-                let old = match self.read(legacy).await {
+                let old = match scripts::status(&self.conn, legacy, self.shape()).await {
                     Ok(old) => old,
                     Err(e @ (StoreError::Corrupt(_) | StoreError::Newer(_))) => {
                         tracing::warn!(error = %e, "rate gate: the previous release's gate state is unreadable; not taken over");
@@ -487,25 +457,23 @@ impl Gate {
                 if old.fresh {
                     return Ok(());
                 }
-                let mut conn = self.conn.clone();
-                let taken: i64 = scripts::ADOPT
-                    .key(&self.key)
-                    .arg(old.tat)
-                    .arg(old.sat)
-                    .arg(old.cool)
-                    .arg(micros(self.cfg.interval))
-                    .arg(self.cfg.burst)
-                    .arg(micros(self.cfg.tolerance))
-                    .arg(idle_ms())
-                    .invoke_async(&mut conn)
-                    .await?;
-                if taken == 1 {
+                if scripts::adopt(&self.conn, &self.key, self.shape(), &old).await? {
                     tracing::info!("rate gate: took over the previous release's schedule and cooldown");
                 }
                 Ok(())
             })
             .await
             .map(|_| ())
+    }
+
+    /// The gate's shape as its scripts take it.
+    fn shape(&self) -> Shape {
+        Shape {
+            interval_us: micros(self.cfg.interval),
+            burst: self.cfg.burst,
+            tolerance_us: micros(self.cfg.tolerance),
+            idle_ms: GATE_STATE_IDLE_TTL.as_millis() as u64,
+        }
     }
 
     /// Counters since this gate was built.
@@ -536,29 +504,6 @@ async fn sleep_precisely_until(target: tokio::time::Instant) {
 
 /// How long before its slot a waiter stops trusting the timer and yields instead.
 const SPIN_LEAD: Duration = Duration::from_micros(2500);
-
-struct AcquireReply {
-    code: i64,
-    slot: u64,
-    now: u64,
-    cool: u64,
-    epoch: u64,
-    sat_before: u64,
-    sat_after: u64,
-}
-
-struct StatusReply {
-    now: u64,
-    next_start: u64,
-    cool: u64,
-    fresh: bool,
-    tat: u64,
-    sat: u64,
-}
-
-fn idle_ms() -> u64 {
-    GATE_STATE_IDLE_TTL.as_millis() as u64
-}
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2)

@@ -23,9 +23,6 @@ mod entry;
 pub(crate) mod scripts;
 
 pub use entry::{EntryView, ErrorNote, Job, Leased, QueueStats};
-/// Pastes a script's `@include`s, as the queue loads it: for tests that call a script
-/// directly with the KEYS/ARGV its header documents.
-pub use scripts::assemble as assemble_script;
 
 use std::time::Duration;
 
@@ -38,6 +35,7 @@ use crate::policy::{
 };
 use crate::secret::Secret;
 use crate::store::{RedisConn, StoreError};
+use scripts::{EnqueueArgs, EnqueueReply, SettleAction, SettleArgs};
 
 /// What [`RetryQueue::enqueue`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,80 +180,51 @@ impl RetryQueue {
         );
         let revival = self.notes_json(&[revived, error.clone()]);
         let history = self.history_json(&[], error);
-        let k = &self.keys;
-        let (status, _due, _id): (i64, i64, String) = scripts::ENQUEUE
-            .key(&k.jobs)
-            .key(&k.first)
-            .key(&k.count)
-            .key(&k.errors)
-            .key(&k.waiting)
-            .key(&k.dead)
-            .key(&k.ready)
-            .key(&k.leased)
-            .key(&k.lease)
-            .key(&k.alerts)
-            .key(&k.meta)
-            .arg(job.id())
-            .arg(job_json)
-            .arg(ms(delay))
-            .arg(history)
-            .arg(revival)
-            .arg(ERROR_HISTORY_LEN)
-            .arg(job.legacy_id().unwrap_or_default())
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        match status {
-            1 => Ok(Enqueued::Queued { due_in: delay }),
-            0 => Ok(Enqueued::AlreadyQueued),
-            3 => Ok(Enqueued::Revived { due_in: delay }),
-            _ => Err(StoreError::Protocol("queue_enqueue reply")),
-        }
+        let legacy = job.legacy_id().unwrap_or_default();
+        let args = EnqueueArgs {
+            id: &job.id(),
+            job: &job_json,
+            delay_ms: ms(delay),
+            history: &history,
+            revival_notes: &revival,
+            keep: ERROR_HISTORY_LEN,
+            legacy_id: &legacy,
+        };
+        Ok(match scripts::enqueue(&self.conn, &self.keys, args).await? {
+            EnqueueReply::Queued => Enqueued::Queued { due_in: delay },
+            EnqueueReply::AlreadyQueued => Enqueued::AlreadyQueued,
+            EnqueueReply::Revived => Enqueued::Revived { due_in: delay },
+        })
     }
 
     /// Leases up to `k` due entries for `lease`, oldest first failure first.
     pub async fn claim(&self, k: usize, lease: Duration) -> Result<Claim, StoreError> {
         let k = k.clamp(1, MAX_CLAIM_BATCH);
-        let q = &self.keys;
         let nonce = format!("{:016x}", rand::rng().random::<u64>());
-        let reply: Vec<String> = scripts::CLAIM
-            .key(&q.waiting)
-            .key(&q.ready)
-            .key(&q.leased)
-            .key(&q.first)
-            .key(&q.lease)
-            .key(&q.jobs)
-            .key(&q.count)
-            .key(&q.errors)
-            .key(&q.seq)
-            .key(&q.dead)
-            .key(&q.meta)
-            .arg(k)
-            .arg(ms(lease).max(1))
-            .arg(CLAIM_MOVE_LIMIT)
-            .arg(nonce)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let (head, rest) = reply
-            .split_at_checked(3)
-            .ok_or(StoreError::Protocol("queue_claim reply"))?;
-        if rest.len() % 6 != 0 {
-            return Err(StoreError::Protocol("queue_claim reply"));
-        }
+        let reply = scripts::claim(
+            &self.conn,
+            &self.keys,
+            k,
+            ms(lease).max(1),
+            CLAIM_MOVE_LIMIT,
+            &nonce,
+        )
+        .await?;
         let mut claim = Claim {
-            reclaimed: head[1].parse().unwrap_or(0),
-            promoted: head[2].parse().unwrap_or(0),
+            reclaimed: reply.reclaimed,
+            promoted: reply.promoted,
             ..Claim::default()
         };
-        for f in rest.chunks_exact(6) {
-            let retry_count = f[3].parse().ok();
-            let first_failed_at_ms = f[4].parse::<f64>().ok().map(|v| v as u64);
-            let errors: Option<Vec<ErrorNote>> = serde_json::from_str(&f[5]).ok();
-            let job: Option<Job> = serde_json::from_str(&f[2]).ok();
+        for f in reply.leased {
+            let retry_count = f.count.parse().ok();
+            let first_failed_at_ms = f.first.parse::<f64>().ok().map(|v| v as u64);
+            let errors: Option<Vec<ErrorNote>> = serde_json::from_str(&f.errors).ok();
+            let job: Option<Job> = serde_json::from_str(&f.job).ok();
             match (job, retry_count, first_failed_at_ms, errors) {
                 (Some(job), Some(retry_count), Some(first_failed_at_ms), Some(errors)) => {
                     claim.entries.push(Leased {
-                        id: f[0].clone(),
-                        token: f[1].clone(),
+                        id: f.id,
+                        token: f.token,
                         job,
                         retry_count,
                         first_failed_at_ms,
@@ -265,7 +234,7 @@ impl RetryQueue {
                 (_, count, _, errors) => {
                     // Never dropped, never retried blind: a dead letter with the reason,
                     // keeping what could be read of its count and history.
-                    let reason = if f[2].is_empty() {
+                    let reason = if f.job.is_empty() {
                         "stored job is missing"
                     } else {
                         "stored entry could not be read"
@@ -278,10 +247,17 @@ impl RetryQueue {
                     let history = self.history_json(&errors.unwrap_or_default(), note);
                     let count = count.unwrap_or(0u32).saturating_add(1);
                     if self
-                        .settle(&f[0], &f[1], "dead", count, &history, Duration::ZERO)
+                        .settle(
+                            &f.id,
+                            &f.token,
+                            SettleAction::Dead,
+                            count,
+                            &history,
+                            Duration::ZERO,
+                        )
                         .await?
                     {
-                        claim.corrupt.push(f[0].clone());
+                        claim.corrupt.push(f.id);
                     }
                 }
             }
@@ -291,8 +267,15 @@ impl RetryQueue {
 
     /// Done: removes the entry. `false` when the lease was lost (someone else owns it).
     pub async fn ack(&self, leased: &Leased) -> Result<bool, StoreError> {
-        self.settle(&leased.id, &leased.token, "ack", 0, "", Duration::ZERO)
-            .await
+        self.settle(
+            &leased.id,
+            &leased.token,
+            SettleAction::Ack,
+            0,
+            "",
+            Duration::ZERO,
+        )
+        .await
     }
 
     /// Failed again: reschedules with retryCount + 1 and a growing, jittered backoff (at
@@ -307,9 +290,9 @@ impl RetryQueue {
         let count = leased.retry_count.saturating_add(1);
         let history = self.history_json(&leased.errors, error);
         let (action, delay) = if count >= max_attempts {
-            ("dead", Duration::ZERO)
+            (SettleAction::Dead, Duration::ZERO)
         } else {
-            ("retry", self.backoff.delay(count, retry_after))
+            (SettleAction::Retry, self.backoff.delay(count, retry_after))
         };
         Ok(
             match self
@@ -317,7 +300,7 @@ impl RetryQueue {
                 .await?
             {
                 false => Settled::LeaseLost,
-                true if action == "dead" => Settled::Dead,
+                true if action == SettleAction::Dead => Settled::Dead,
                 true => Settled::Rescheduled { due_in: delay },
             },
         )
@@ -327,8 +310,15 @@ impl RetryQueue {
     pub async fn dead_letter(&self, leased: &Leased, error: ErrorNote) -> Result<bool, StoreError> {
         let history = self.history_json(&leased.errors, error);
         let count = leased.retry_count.saturating_add(1);
-        self.settle(&leased.id, &leased.token, "dead", count, &history, Duration::ZERO)
-            .await
+        self.settle(
+            &leased.id,
+            &leased.token,
+            SettleAction::Dead,
+            count,
+            &history,
+            Duration::ZERO,
+        )
+        .await
     }
 
     /// Records `job` as a dead letter at once (a permanent failure seen outside the queue),
@@ -336,27 +326,19 @@ impl RetryQueue {
     /// dead gets the note and a new alert ([`Buried::AlreadyDead`]).
     pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<Buried, StoreError> {
         let job_json = job_json(job)?;
-        let q = &self.keys;
-        let (status, _id): (i64, String) = scripts::BURY
-            .key(&q.jobs)
-            .key(&q.count)
-            .key(&q.errors)
-            .key(&q.first)
-            .key(&q.waiting)
-            .key(&q.ready)
-            .key(&q.leased)
-            .key(&q.lease)
-            .key(&q.dead)
-            .key(&q.alerts)
-            .key(&q.meta)
-            .arg(job.id())
-            .arg(job_json)
-            .arg(self.notes_json(&[error]))
-            .arg(ERROR_HISTORY_LEN)
-            .arg(job.legacy_id().unwrap_or_default())
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(if status == 1 {
+        let legacy = job.legacy_id().unwrap_or_default();
+        let notes = self.notes_json(&[error]);
+        let buried = scripts::bury(
+            &self.conn,
+            &self.keys,
+            &job.id(),
+            &job_json,
+            &notes,
+            ERROR_HISTORY_LEN,
+            &legacy,
+        )
+        .await?;
+        Ok(if buried {
             Buried::Recorded
         } else {
             Buried::AlreadyDead
@@ -366,8 +348,15 @@ impl RetryQueue {
     /// Not worked (the pass ran out of time): back to the front of the due entries,
     /// retryCount unchanged.
     pub async fn release(&self, leased: &Leased) -> Result<bool, StoreError> {
-        self.settle(&leased.id, &leased.token, "release", 0, "", Duration::ZERO)
-            .await
+        self.settle(
+            &leased.id,
+            &leased.token,
+            SettleAction::Release,
+            0,
+            "",
+            Duration::ZERO,
+        )
+        .await
     }
 
     /// Not worked, and not workable before `delay` (the rate gate has no room until then):
@@ -375,7 +364,7 @@ impl RetryQueue {
     /// `false` when the lease was lost.
     pub async fn release_until(&self, leased: &Leased, delay: Duration) -> Result<bool, StoreError> {
         let delay = delay.min(RETRY_AFTER_CAP);
-        self.settle(&leased.id, &leased.token, "later", 0, "", delay)
+        self.settle(&leased.id, &leased.token, SettleAction::Later, 0, "", delay)
             .await
     }
 
@@ -383,57 +372,31 @@ impl RetryQueue {
         &self,
         id: &str,
         token: &str,
-        action: &str,
+        action: SettleAction,
         count: u32,
         history: &str,
         delay: Duration,
     ) -> Result<bool, StoreError> {
-        let q = &self.keys;
-        let done: i64 = scripts::SETTLE
-            .key(&q.leased)
-            .key(&q.lease)
-            .key(&q.jobs)
-            .key(&q.count)
-            .key(&q.errors)
-            .key(&q.first)
-            .key(&q.waiting)
-            .key(&q.ready)
-            .key(&q.dead)
-            .key(&q.alerts)
-            .key(&q.meta)
-            .arg(id)
-            .arg(token)
-            .arg(action)
-            .arg(count)
-            .arg(history)
-            .arg(ms(delay))
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(done == 1)
+        let args = SettleArgs {
+            id,
+            token,
+            action,
+            count,
+            history,
+            delay_ms: ms(delay),
+        };
+        scripts::settle(&self.conn, &self.keys, args).await
     }
 
     /// Puts one dead letter (`Some(id)`) or up to `limit` of the oldest back as fresh
     /// entries, due now with retryCount 0, in bounded steps. Returns how many were
     /// redriven; dead ids whose job is gone are cleaned away, not counted.
     pub async fn redrive(&self, id: Option<&str>, limit: usize) -> Result<u64, StoreError> {
-        let q = &self.keys;
         let mut total = 0u64;
         let mut left = limit.max(1);
         while left > 0 {
             let step = left.min(REDRIVE_BATCH);
-            let (n, removed): (u64, u64) = scripts::REDRIVE
-                .key(&q.dead)
-                .key(&q.first)
-                .key(&q.waiting)
-                .key(&q.count)
-                .key(&q.jobs)
-                .key(&q.errors)
-                .key(&q.alerts)
-                .key(&q.meta)
-                .arg(id.unwrap_or(""))
-                .arg(step)
-                .invoke_async(&mut self.conn.clone())
-                .await?;
+            let (n, removed) = scripts::redrive(&self.conn, &self.keys, id, step).await?;
             if removed > 0 {
                 tracing::warn!(
                     removed,
@@ -452,27 +415,16 @@ impl RetryQueue {
 
     /// Depth, due now, in flight, dead, oldest age, in one atomic read.
     pub async fn stats(&self) -> Result<QueueStats, StoreError> {
-        let q = &self.keys;
-        let v: Vec<i64> = scripts::STATS
-            .key(&q.first)
-            .key(&q.waiting)
-            .key(&q.ready)
-            .key(&q.leased)
-            .key(&q.dead)
-            .key(&q.meta)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        let &[now, depth, due_now, in_flight, dead, oldest, next_due] = v.as_slice() else {
-            return Err(StoreError::Protocol("queue_stats reply"));
-        };
-        let ms = |x: i64| Duration::from_millis(x.max(0) as u64);
+        let r = scripts::stats(&self.conn, &self.keys).await?;
+        let ms = |x: u64| Duration::from_millis(x);
         Ok(QueueStats {
-            depth: depth.max(0) as u64,
-            due_now: due_now.max(0) as u64,
-            in_flight: in_flight.max(0) as u64,
-            dead: dead.max(0) as u64,
-            oldest_age: (oldest > 0).then(|| ms(now - oldest)),
-            next_due_in: (next_due > 0).then(|| ms(next_due - now)),
+            depth: r.depth,
+            due_now: r.due_now,
+            in_flight: r.in_flight,
+            dead: r.dead,
+            oldest_age: (r.oldest_first_failure > 0)
+                .then(|| ms(r.now.saturating_sub(r.oldest_first_failure))),
+            next_due_in: (r.next_due > 0).then(|| ms(r.next_due.saturating_sub(r.now))),
         })
     }
 
@@ -497,11 +449,8 @@ impl RetryQueue {
         if sent.is_empty() {
             return Ok(());
         }
-        let mut call = scripts::ALERTED.key(&self.keys.alerts);
-        for v in sent {
-            call.arg(&v.id).arg(v.since_ms);
-        }
-        let _: i64 = call.invoke_async(&mut self.conn.clone()).await?;
+        let sent: Vec<(&str, u64)> = sent.iter().map(|v| (v.id.as_str(), v.since_ms)).collect();
+        scripts::alerted(&self.conn, &self.keys, &sent).await?;
         Ok(())
     }
 
