@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tracing::Instrument;
 
 use super::Deps;
-use super::jobs::{self, Settlement};
+use super::jobs::{self, MessageFate};
 use crate::deadline::Deadline;
 use crate::law::SearchRequest;
 use crate::policy::MIN_CALL_WINDOW;
@@ -120,10 +120,10 @@ pub async fn handle_batch(
             .instrument(span)
             .await;
         match handled {
-            Handled::Settled(Settlement::Done) => summary.done += 1,
-            Handled::Settled(Settlement::Parked) => summary.parked += 1,
-            Handled::Settled(Settlement::Permanent) => summary.permanent += 1,
-            Handled::Invalid(Settlement::ReturnToSqs) | Handled::Settled(Settlement::ReturnToSqs) => {
+            Handled::Valid(MessageFate::Done) => summary.done += 1,
+            Handled::Valid(MessageFate::Parked) => summary.parked += 1,
+            Handled::Valid(MessageFate::Permanent) => summary.permanent += 1,
+            Handled::Invalid(MessageFate::ReturnToSqs) | Handled::Valid(MessageFate::ReturnToSqs) => {
                 summary.returned += 1;
                 fail(&mut response);
             }
@@ -172,9 +172,10 @@ async fn drain_after_batch(deps: &Deps, deadline: Deadline) -> u32 {
 }
 
 enum Handled {
-    Settled(Settlement),
+    /// A valid message; what its unit of work made of it.
+    Valid(MessageFate),
     /// Not a valid message; how recording it went.
-    Invalid(Settlement),
+    Invalid(MessageFate),
 }
 
 /// Job type under which invalid message bodies are kept as dead letters.
@@ -185,7 +186,7 @@ const INVALID_BODY_KEPT: usize = 1000;
 
 /// Keeps an invalid body as a dead letter named by its message id (the key scrubbed, cut
 /// to a bounded length), so it is neither retried nor lost.
-async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: String) -> Settlement {
+async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: String) -> MessageFate {
     let kept: String = deps
         .law
         .key()
@@ -196,10 +197,10 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Strin
     let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
     let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
     match deps.queue.record_dead(&job, note).await {
-        Ok(_) => Settlement::Permanent,
+        Ok(_) => MessageFate::Permanent,
         Err(e) => {
             tracing::error!(error = %e, "could not record the invalid message; returning it to SQS");
-            Settlement::ReturnToSqs
+            MessageFate::ReturnToSqs
         }
     }
 }
@@ -220,15 +221,15 @@ async fn handle_one(
             tracing::Span::current().record("precedent_id", msg.id.as_str());
             let job = jobs::detail_job(&msg.id);
             match jobs::run_detail(deps, &msg.id, deadline).await {
-                Ok(()) => Handled::Settled(Settlement::Done),
-                Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
+                Ok(()) => Handled::Valid(MessageFate::Done),
+                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }
         }
         Message::Search(req) => {
             let job = jobs::search_job(&req);
             match jobs::run_search(deps, &req, deadline).await {
-                Ok(_) => Handled::Settled(Settlement::Done),
-                Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
+                Ok(_) => Handled::Valid(MessageFate::Done),
+                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }
         }
     }
