@@ -42,12 +42,31 @@ pub enum Message {
 const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>"}"#;
 const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
 
+/// Why a message body is not a valid message: the expected shape and serde's position, or
+/// what is wrong with a value, never the body nor the value itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidMessage {
+    /// Not JSON of the expected shape.
+    #[error("invalid message body ({category} at line {line} column {column}); expected {expected}")]
+    Shape {
+        /// serde's category: syntax error, unexpected data, truncated, ...
+        category: &'static str,
+        line: usize,
+        column: usize,
+        /// The shape the function reads.
+        expected: &'static str,
+    },
+    /// Well-formed, with a value that cannot be used (an id, a date).
+    #[error("invalid message body: {0}")]
+    Value(crate::law::LawError),
+}
+
 /// Parses a message body as the `kind` function does before handling it. The error is a
 /// clear reason (the expected shape and serde's position), never the body itself.
 ///
 /// Values are checked here too, so a message with a bad id or date is kept as a scrubbed
 /// dead letter and never becomes a job, a span field or a request.
-pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, String> {
+pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, InvalidMessage> {
     match kind {
         MessageKind::Detail => {
             let msg: DetailMessage = parse(body, DETAIL_SHAPE)?;
@@ -64,8 +83,8 @@ pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, String> {
 
 /// A well-formed message whose value cannot be used: logged (the error never holds the
 /// value) and returned as the dead letter's reason.
-fn invalid_value(e: crate::law::LawError) -> String {
-    let reason = format!("invalid message body: {e}");
+fn invalid_value(e: crate::law::LawError) -> InvalidMessage {
+    let reason = InvalidMessage::Value(e);
     tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
     reason
 }
@@ -186,7 +205,7 @@ const INVALID_BODY_KEPT: usize = 1000;
 
 /// Keeps an invalid body as a dead letter named by its message id (the key scrubbed, cut
 /// to a bounded length), so it is neither retried nor lost.
-async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: String) -> MessageFate {
+async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: InvalidMessage) -> MessageFate {
     let kept: String = deps
         .law
         .key()
@@ -195,7 +214,7 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Strin
         .take(INVALID_BODY_KEPT)
         .collect();
     let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
-    let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
+    let note = crate::queue::ErrorNote::now("invalid_message", reason.to_string(), None);
     match deps.queue.record_dead(&job, note).await {
         Ok(_) => MessageFate::Permanent,
         Err(e) => {
@@ -236,7 +255,7 @@ async fn handle_one(
 }
 
 /// A search message: a window, or the daily schedule's `{"dayBefore"}` resolved to one.
-fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
+fn parse_search(body: &str, expected: &'static str) -> Result<SearchRequest, InvalidMessage> {
     let daily = serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("dayBefore").is_some());
     if !daily {
         return parse(body, expected);
@@ -247,14 +266,14 @@ fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
 
 /// Parses a message body; on failure, logs and returns a clear reason (the expected shape
 /// and serde's position, never the body itself).
-fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &str) -> Result<T, String> {
+fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &'static str) -> Result<T, InvalidMessage> {
     serde_json::from_str(body).map_err(|e| {
-        let reason = format!(
-            "invalid message body ({} at line {} column {}); expected {expected}",
-            crate::law::model::category(&e),
-            e.line(),
-            e.column()
-        );
+        let reason = InvalidMessage::Shape {
+            category: crate::law::model::category(&e),
+            line: e.line(),
+            column: e.column(),
+            expected,
+        };
         tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
         reason
     })
