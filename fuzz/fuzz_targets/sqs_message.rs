@@ -20,8 +20,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let body = String::from_utf8_lossy(&expand(rest)).into_owned();
     match parse_message(kind, &body) {
-        Err(reason) => {
+        Err(e) => {
+            let reason = e.to_string();
             assert_clear("parse_message", &reason);
+            assert_clear("parse_message (Debug)", &format!("{e:?}"));
             assert!(reason.contains("invalid message body"), "{reason}");
         }
         Ok(Message::Detail(d)) => {

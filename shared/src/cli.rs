@@ -3,6 +3,9 @@
 //! Configuration comes from the same environment variables as the functions. Output is
 //! for people by default and JSON with `--json`; `invoke search|detail` always prints the
 //! Lambda's own response (the SQS batch response), as the functions would return it.
+//!
+//! A failure is a [`CliError`]: its text is safe to print (never the key), and its
+//! [`ExitStatus`] says what kind of failure it is, for scripts.
 #![allow(clippy::print_stdout)] // a command line: stdout is its product
 
 use std::io::Read;
@@ -10,20 +13,177 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::app::Deps;
+use crate::app::outbox::OutboxError;
 use crate::app::sqs::{MessageKind, handle_batch};
-use crate::config::Config;
+use crate::app::{Deps, StartupError};
+use crate::config::{Config, ConfigError};
 use crate::deadline::Deadline;
+use crate::gate::GateError;
 use crate::keys::Namespace;
-use crate::law::{SearchRequest, UPSTREAM};
+use crate::law::{LawError, SearchRequest, UPSTREAM};
+use crate::local::LocalError;
 use crate::queue::RetryQueue;
-use crate::store::RedisConn;
+use crate::secrets::SecretError;
+use crate::store::{RedisConn, StoreError};
+
+/// How `lawsync` ends when a command fails; 0 is success. Clap's own usage errors exit 2
+/// as well, and `--help` and `--version` exit 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitStatus {
+    /// The command ran and failed: SQS refused, Redis answered with an error or holds
+    /// corrupt or newer state, printing failed, ...
+    Failure = 1,
+    /// The command line: a flag value clap cannot check (dates, ranges, a missing
+    /// `--id`/`--all`), or `local` options that cannot run.
+    Usage = 2,
+    /// The configuration: an environment variable missing or invalid, or a secret it
+    /// names that cannot be fetched or used.
+    Config = 3,
+    /// A dependency could not be reached: Redis refused the connection or timed out.
+    Unavailable = 4,
+    /// The event given to `invoke` cannot be read, or is not what the function takes.
+    Input = 5,
+}
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<ExitStatus> for std::process::ExitCode {
+    fn from(s: ExitStatus) -> Self {
+        std::process::ExitCode::from(s.code())
+    }
+}
+
+/// The exit statuses, for `lawsync --help`.
+const EXIT_STATUS_HELP: &str = "\
+Exit status:
+  0  success
+  1  the command failed (SQS refused, Redis answered with an error or holds corrupt state)
+  2  usage: a bad flag or flag value
+  3  configuration: an environment variable (or the secret it names) missing or invalid
+  4  unavailable: Redis could not be reached
+  5  input: the event cannot be read or is not what the function takes";
+
+/// Why a command failed. The texts are sanitized, safe to print: none carries the key.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// `queue redrive` without `--id` or `--all`.
+    #[error("say which: --id ID, or --all")]
+    RedriveWhich,
+    /// `gate cooldown --seconds` out of range.
+    #[error("lawsync gate cooldown: --seconds must be 1..={cap} (a day at most)")]
+    CooldownRange { cap: u64 },
+    /// `sync`'s window cannot be requested (a bad date, `--from` after `--to`).
+    #[error(transparent)]
+    Window(LawError),
+    /// `lawsync local` could not run.
+    #[error(transparent)]
+    Local(#[from] LocalError),
+    /// `local --events FILE` cannot be opened.
+    #[error("--events {path}: {kind}")]
+    EventsFile { path: String, kind: std::io::ErrorKind },
+    /// `gate` without a key: the gate belongs to the key.
+    #[error("lawsync gate: the gate belongs to the API key; set LAW_API_OC or LAW_API_OC_SECRET_ARN")]
+    NoKey,
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    /// The functions' dependencies could not be built.
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    /// SQS answered, without taking the sync request.
+    #[error("SQS did not accept the sync request")]
+    NotSent,
+    #[error(transparent)]
+    Event(#[from] EventError),
+    /// The output could not be written as JSON.
+    #[error("{0}")]
+    Output(serde_json::Error),
+}
+
+/// An event for `invoke` that cannot be used. Never quotes the event.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    #[error("reading the event from stdin: {0}")]
+    Stdin(std::io::Error),
+    #[error("reading the event file: {0}")]
+    File(std::io::ErrorKind),
+    #[error("the drainer event is not JSON")]
+    NotJson,
+    #[error("the event is not an SQS event ({category} at line {line} column {column})")]
+    NotSqs {
+        category: &'static str,
+        line: usize,
+        column: usize,
+    },
+}
+
+impl CliError {
+    /// What kind of failure this is, as the process's exit status.
+    pub fn exit_status(&self) -> ExitStatus {
+        match self {
+            CliError::RedriveWhich | CliError::CooldownRange { .. } | CliError::Window(_) => {
+                ExitStatus::Usage
+            }
+            // Options that cannot run (and, rarely, an environment's thread that would not
+            // start: `LocalError` does not tell them apart).
+            CliError::Local(LocalError::Options(_)) => ExitStatus::Usage,
+            CliError::Local(LocalError::Startup(e)) | CliError::Startup(e) => startup_status(e),
+            CliError::NoKey | CliError::Config(_) | CliError::Secret(_) => ExitStatus::Config,
+            CliError::Store(e) | CliError::Gate(GateError::Unavailable(e)) => store_status(e),
+            CliError::Outbox(OutboxError::NotConfigured(_)) => ExitStatus::Config,
+            CliError::Event(_) => ExitStatus::Input,
+            CliError::EventsFile { .. }
+            | CliError::Gate(_)
+            | CliError::Outbox(OutboxError::Sqs(_))
+            | CliError::NotSent
+            | CliError::Output(_) => ExitStatus::Failure,
+        }
+    }
+}
+
+fn startup_status(e: &StartupError) -> ExitStatus {
+    match e {
+        StartupError::Redis(e) => store_status(e),
+        // The client and the alert sink refuse only what their configuration says.
+        StartupError::Config(_)
+        | StartupError::Secret(_)
+        | StartupError::Client(_)
+        | StartupError::Alerts(_) => ExitStatus::Config,
+    }
+}
+
+fn store_status(e: &StoreError) -> ExitStatus {
+    match e {
+        StoreError::Unreachable(_) | StoreError::Timeout => ExitStatus::Unavailable,
+        // It says which setting decides: REDIS_CLUSTER.
+        StoreError::ModeUnknown(_) => ExitStatus::Config,
+        StoreError::Server(_)
+        | StoreError::Protocol(_)
+        | StoreError::Corrupt(_)
+        | StoreError::Newer(_)
+        | StoreError::Invalid(_) => ExitStatus::Failure,
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(
     name = "lawsync",
     version,
-    about = "Mirror law.go.kr precedents: the Lambda handlers, the retry queue and the rate gate from a shell."
+    about = "Mirror law.go.kr precedents: the Lambda handlers, the retry queue and the rate gate from a shell.",
+    after_help = EXIT_STATUS_HELP
 )]
 pub struct Args {
     /// Print JSON instead of text.
@@ -166,8 +326,8 @@ pub enum GateAction {
     },
 }
 
-/// Runs one command. Errors are sanitized texts, safe to print.
-pub async fn run(args: Args) -> Result<(), String> {
+/// Runs one command. Errors are sanitized, safe to print.
+pub async fn run(args: Args) -> Result<(), CliError> {
     match args.command {
         Command::Invoke { function } => invoke(function, args.json).await,
         Command::Sync { from, to, query } => sync(from, to, query, args.json).await,
@@ -177,13 +337,13 @@ pub async fn run(args: Args) -> Result<(), String> {
     }
 }
 
-async fn deps() -> Result<(Deps, aws_config::SdkConfig), String> {
-    Deps::from_env().await.map_err(|e| e.to_string())
+async fn deps() -> Result<(Deps, aws_config::SdkConfig), CliError> {
+    Ok(Deps::from_env().await?)
 }
 
-async fn run_local(a: LocalArgs) -> Result<(), String> {
+async fn run_local(a: LocalArgs) -> Result<(), CliError> {
     use crate::local::{EventLog, GateScope, LocalOptions};
-    let cfg = Config::from_env().map_err(|e| e.to_string())?;
+    let cfg = Config::from_env()?;
     let sdk = crate::aws::sdk_config().await;
     let out: Box<dyn std::io::Write + Send> = match &a.events {
         None => Box::new(std::io::stdout()),
@@ -192,7 +352,10 @@ async fn run_local(a: LocalArgs) -> Result<(), String> {
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|e| format!("--events {path}: {}", e.kind()))?,
+                .map_err(|e| CliError::EventsFile {
+                    path: path.clone(),
+                    kind: e.kind(),
+                })?,
         ),
     };
     let opts = LocalOptions {
@@ -209,29 +372,27 @@ async fn run_local(a: LocalArgs) -> Result<(), String> {
         },
         until_idle: a.until_idle.map(Duration::from_secs),
     };
-    crate::local::run(cfg, sdk, opts, EventLog::new(out))
-        .await
-        .map_err(|e| e.to_string())
+    Ok(crate::local::run(cfg, sdk, opts, EventLog::new(out)).await?)
 }
 
-fn read_event(source: &str) -> Result<String, String> {
+fn read_event(source: &str) -> Result<String, EventError> {
     if source == "-" {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| format!("reading the event from stdin: {e}"))?;
+            .map_err(EventError::Stdin)?;
         Ok(s)
     } else {
-        std::fs::read_to_string(source).map_err(|e| format!("reading the event file: {}", e.kind()))
+        std::fs::read_to_string(source).map_err(|e| EventError::File(e.kind()))
     }
 }
 
-fn print_json(v: &impl serde::Serialize) -> Result<(), String> {
-    println!("{}", serde_json::to_string_pretty(v).map_err(|e| e.to_string())?);
+fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
+    println!("{}", serde_json::to_string_pretty(v).map_err(CliError::Output)?);
     Ok(())
 }
 
-async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
+async fn invoke(function: Invoke, json: bool) -> Result<(), CliError> {
     let (deps, sdk) = deps().await?;
     match function {
         Invoke::Search { event } => batch(&deps, MessageKind::Search, &event).await,
@@ -239,9 +400,9 @@ async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
         Invoke::Drainer { event, passes } => {
             if let Some(e) = event {
                 serde_json::from_str::<serde_json::Value>(&read_event(&e)?)
-                    .map_err(|_| "the drainer event is not JSON".to_owned())?;
+                    .map_err(|_| EventError::NotJson)?;
             }
-            let alerts = deps.alerts(&sdk).await.map_err(|e| e.to_string())?;
+            let alerts = deps.alerts(&sdk).await?;
             // SIGTERM or Ctrl-C ends the run at the next job: what is not worked goes back
             // unchanged and the lock is released, so no drainer waits out its lease.
             let (stop_tx, stop) = tokio::sync::watch::channel(false);
@@ -256,8 +417,7 @@ async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
             };
             let report = deps
                 .drain_with(&*alerts, Deadline::NONE, Some(passes.max(1)), hooks)
-                .await
-                .map_err(|e| e.to_string());
+                .await;
             watcher.abort();
             let report = report?;
             if json {
@@ -287,22 +447,19 @@ async fn invoke(function: Invoke, json: bool) -> Result<(), String> {
     }
 }
 
-async fn batch(deps: &Deps, kind: MessageKind, source: &str) -> Result<(), String> {
+async fn batch(deps: &Deps, kind: MessageKind, source: &str) -> Result<(), CliError> {
     let text = read_event(source)?;
-    let event = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "the event is not an SQS event ({} at line {} column {})",
-            crate::law::model::category(&e),
-            e.line(),
-            e.column()
-        )
+    let event = serde_json::from_str(&text).map_err(|e| EventError::NotSqs {
+        category: crate::law::model::category(&e),
+        line: e.line(),
+        column: e.column(),
     })?;
     let (response, summary) = handle_batch(deps, kind, event, Deadline::NONE).await;
     tracing::info!(?summary, "batch done");
     print_json(&response)
 }
 
-async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Result<(), String> {
+async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Result<(), CliError> {
     let req = SearchRequest {
         from,
         to,
@@ -310,16 +467,15 @@ async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Re
         page: None,
         display: None,
     };
-    req.params().map_err(|e| e.to_string())?;
+    req.params().map_err(CliError::Window)?;
     let (deps, _) = deps().await?;
-    let body = serde_json::to_string(&req).map_err(|e| e.to_string())?;
+    let body = serde_json::to_string(&req).map_err(CliError::Output)?;
     let failed = deps
         .outbox
         .send(crate::app::outbox::QueueName::Search, std::slice::from_ref(&body))
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     if !failed.is_empty() {
-        return Err("SQS did not accept the sync request".into());
+        return Err(CliError::NotSent);
     }
     if json {
         print_json(&serde_json::json!({ "sent": req }))
@@ -331,7 +487,7 @@ async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Re
 
 /// Redis and the namespace only: `queue` needs no key, so a missing `LAW_API_OC` is not an
 /// error for it (`gate` checks for the key itself: the gate is the key's).
-async fn redis_only() -> Result<(Config, RedisConn, Namespace), String> {
+async fn redis_only() -> Result<(Config, RedisConn, Namespace), CliError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let keyless = env("LAW_API_OC").is_none() && env("LAW_API_OC_SECRET_ARN").is_none();
     let cfg = Config::from_lookup(|k| {
@@ -340,10 +496,9 @@ async fn redis_only() -> Result<(Config, RedisConn, Namespace), String> {
         } else {
             env(k)
         }
-    })
-    .map_err(|e| e.to_string())?;
-    let conn = RedisConn::connect(&cfg.redis).await.map_err(|e| e.to_string())?;
-    let ns = Namespace::new(&cfg.app_env, UPSTREAM).map_err(|e| e.to_string())?;
+    })?;
+    let conn = RedisConn::connect(&cfg.redis).await?;
+    let ns = Namespace::new(&cfg.app_env, UPSTREAM)?;
     Ok((cfg, conn, ns))
 }
 
@@ -351,12 +506,19 @@ fn age(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.1} s", d.as_secs_f64()))
 }
 
-async fn queue(action: QueueAction, json: bool) -> Result<(), String> {
+async fn queue(action: QueueAction, json: bool) -> Result<(), CliError> {
+    // A usage error is one whatever the environment: said before Redis is asked.
+    if let QueueAction::Redrive {
+        id: None, all: false, ..
+    } = action
+    {
+        return Err(CliError::RedriveWhich);
+    }
     let (_, conn, ns) = redis_only().await?;
     let q = RetryQueue::new(conn, &ns);
     match action {
         QueueAction::Stats => {
-            let s = q.stats().await.map_err(|e| e.to_string())?;
+            let s = q.stats().await?;
             if json {
                 return print_json(&s);
             }
@@ -371,13 +533,10 @@ async fn queue(action: QueueAction, json: bool) -> Result<(), String> {
             );
             Ok(())
         }
-        QueueAction::List { limit } => show(q.list(limit).await.map_err(|e| e.to_string())?, json),
-        QueueAction::Dead { limit } => show(q.dead(limit).await.map_err(|e| e.to_string())?, json),
-        QueueAction::Redrive { id, all, limit } => {
-            if id.is_none() && !all {
-                return Err("say which: --id ID, or --all".into());
-            }
-            let n = q.redrive(id.as_deref(), limit).await.map_err(|e| e.to_string())?;
+        QueueAction::List { limit } => show(q.list(limit).await?, json),
+        QueueAction::Dead { limit } => show(q.dead(limit).await?, json),
+        QueueAction::Redrive { id, limit, .. } => {
+            let n = q.redrive(id.as_deref(), limit).await?;
             if json {
                 print_json(&serde_json::json!({ "redriven": n }))
             } else {
@@ -388,7 +547,7 @@ async fn queue(action: QueueAction, json: bool) -> Result<(), String> {
     }
 }
 
-fn show(entries: Vec<crate::queue::EntryView>, json: bool) -> Result<(), String> {
+fn show(entries: Vec<crate::queue::EntryView>, json: bool) -> Result<(), CliError> {
     if json {
         return print_json(&entries);
     }
@@ -405,24 +564,26 @@ fn show(entries: Vec<crate::queue::EntryView>, json: bool) -> Result<(), String>
     Ok(())
 }
 
-async fn gate(action: GateAction, json: bool) -> Result<(), String> {
+async fn gate(action: GateAction, json: bool) -> Result<(), CliError> {
+    let cap = crate::policy::RETRY_AFTER_CAP.as_secs();
+    if let GateAction::Cooldown { seconds } = action
+        && (seconds == 0 || seconds > cap)
+    {
+        return Err(CliError::CooldownRange { cap });
+    }
     let has_key = ["LAW_API_OC", "LAW_API_OC_SECRET_ARN"]
         .iter()
         .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     if !has_key {
-        return Err(
-            "lawsync gate: the gate belongs to the API key; set LAW_API_OC or LAW_API_OC_SECRET_ARN".into(),
-        );
+        return Err(CliError::NoKey);
     }
     let (cfg, conn, ns) = redis_only().await?;
     let sdk = crate::aws::sdk_config().await;
-    let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk)
-        .await
-        .map_err(|e| e.to_string())?;
-    let gate = crate::app::law_gate(conn, &oc, &ns, cfg.gate).map_err(|e| e.to_string())?;
+    let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk).await?;
+    let gate = crate::app::law_gate(conn, &oc, &ns, cfg.gate)?;
     match action {
         GateAction::Status => {
-            let s = gate.status().await.map_err(|e| e.to_string())?;
+            let s = gate.status().await?;
             if json {
                 return print_json(&serde_json::json!({
                     "nowUs": s.now_us,
@@ -444,21 +605,114 @@ async fn gate(action: GateAction, json: bool) -> Result<(), String> {
             Ok(())
         }
         GateAction::Cooldown { seconds } => {
-            let cap = crate::policy::RETRY_AFTER_CAP.as_secs();
-            if seconds == 0 || seconds > cap {
-                return Err(format!(
-                    "lawsync gate cooldown: --seconds must be 1..={cap} (a day at most)"
-                ));
-            }
-            let c = gate
-                .defer(Duration::from_secs(seconds))
-                .await
-                .map_err(|e| e.to_string())?;
+            let c = gate.defer(Duration::from_secs(seconds)).await?;
             if json {
                 return print_json(&serde_json::json!({ "cooldownMs": c.remaining.as_millis() as u64 }));
             }
             println!("cluster cooldown: {:.1} s left", c.remaining.as_secs_f64());
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_ends_with_its_documented_exit_status() {
+        let config = || ConfigError {
+            var: "LAW_API_OC",
+            reason: "not set".into(),
+        };
+        let cases: Vec<(CliError, ExitStatus)> = vec![
+            (CliError::RedriveWhich, ExitStatus::Usage),
+            (CliError::CooldownRange { cap: 86_400 }, ExitStatus::Usage),
+            (
+                CliError::Window(LawError::InvalidRequest("from must be YYYYMMDD".into())),
+                ExitStatus::Usage,
+            ),
+            (
+                CliError::Local(LocalError::Options("--batch-size must be 1..=10".into())),
+                ExitStatus::Usage,
+            ),
+            (CliError::NoKey, ExitStatus::Config),
+            (CliError::Config(config()), ExitStatus::Config),
+            (
+                CliError::Startup(StartupError::Config(config())),
+                ExitStatus::Config,
+            ),
+            (
+                CliError::Outbox(OutboxError::NotConfigured("SEARCH_QUEUE_URL")),
+                ExitStatus::Config,
+            ),
+            (
+                CliError::Store(StoreError::ModeUnknown("no INFO".into())),
+                ExitStatus::Config,
+            ),
+            (
+                CliError::Startup(StartupError::Redis(StoreError::Unreachable("connection refused"))),
+                ExitStatus::Unavailable,
+            ),
+            (
+                CliError::Local(LocalError::Startup(StartupError::Redis(StoreError::Timeout))),
+                ExitStatus::Unavailable,
+            ),
+            (
+                CliError::Gate(GateError::Unavailable(StoreError::Timeout)),
+                ExitStatus::Unavailable,
+            ),
+            (
+                CliError::Store(StoreError::Corrupt("k".into())),
+                ExitStatus::Failure,
+            ),
+            (
+                CliError::Outbox(OutboxError::Sqs("throttled".into())),
+                ExitStatus::Failure,
+            ),
+            (CliError::NotSent, ExitStatus::Failure),
+            (CliError::Event(EventError::NotJson), ExitStatus::Input),
+            (
+                CliError::Event(EventError::File(std::io::ErrorKind::NotFound)),
+                ExitStatus::Input,
+            ),
+        ];
+        for (e, status) in cases {
+            assert_eq!(e.exit_status(), status, "{e}");
+        }
+    }
+
+    #[test]
+    fn help_lists_every_exit_status() {
+        for s in [
+            ExitStatus::Failure,
+            ExitStatus::Usage,
+            ExitStatus::Config,
+            ExitStatus::Unavailable,
+            ExitStatus::Input,
+        ] {
+            assert!(
+                EXIT_STATUS_HELP.contains(&format!("\n  {}  ", s.code())),
+                "{s:?} missing from --help"
+            );
+        }
+    }
+
+    #[test]
+    fn wrapped_errors_read_as_before() {
+        let startup = CliError::Startup(StartupError::Config(ConfigError {
+            var: "LAW_API_OC",
+            reason: "not set".into(),
+        }));
+        assert_eq!(startup.to_string(), "configuration: LAW_API_OC: not set");
+        let event = CliError::Event(EventError::NotSqs {
+            category: "truncated",
+            line: 1,
+            column: 8,
+        });
+        assert_eq!(
+            event.to_string(),
+            "the event is not an SQS event (truncated at line 1 column 8)"
+        );
     }
 }

@@ -11,12 +11,14 @@
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
 //! - [`leaks`]: Redis keys and values and stored files as text, to search for the key.
+//! - [`history`]: the law.go.kr client's failure records held in memory, to read back.
 //!
 //! Binaries: `gate-probe` (acquires slots from another process), `gate-load` (callers
 //! through the gate against the look-alike, for the load test), `bench-gate`, `bench-queue`,
 //! `bench-cost`, `law-lookalike` and `demo`.
 
 pub mod capture;
+pub mod history;
 pub mod leaks;
 pub mod lookalike;
 pub mod servers;

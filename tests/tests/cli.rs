@@ -39,6 +39,12 @@ fn env_for(upstream: &Upstream, with_key: bool, oc: &str) -> Env {
 /// Runs `lawsync ARGS` with `stdin`; returns (exit success, stdout, stderr), after
 /// checking neither stream carries the key.
 async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String) {
+    let (code, stdout, stderr) = lawsync_exit(env, args, stdin).await;
+    (code == Some(0), stdout, stderr)
+}
+
+/// [`lawsync`], with the exit code itself (`None` when a signal ended the process).
+async fn lawsync_exit(env: &Env, args: &[&str], stdin: &str) -> (Option<i32>, String, String) {
     let mut child = env
         .env
         .command(args)
@@ -65,7 +71,7 @@ async fn lawsync(env: &Env, args: &[&str], stdin: &str) -> (bool, String, String
             "the key reached the output of lawsync {args:?}: {text}"
         );
     }
-    (out.status.success(), stdout, stderr)
+    (out.status.code(), stdout, stderr)
 }
 
 #[tokio::test]
@@ -108,10 +114,10 @@ async fn queue_commands_need_no_key_and_gate_commands_name_it() {
         (Some(0), Some(0)),
         "{stats}"
     );
-    let (ok, _, stderr) = lawsync(&keyless, &["gate", "status"], "").await;
+    let (code, _, stderr) = lawsync_exit(&keyless, &["gate", "status"], "").await;
     assert!(
-        !ok && stderr.contains("the gate belongs to the API key; set LAW_API_OC"),
-        "{stderr}"
+        code == Some(3) && stderr.contains("the gate belongs to the API key; set LAW_API_OC"),
+        "exit {code:?}: {stderr}"
     );
     let env = self::env(&up, true);
     let (ok, _, stderr) = lawsync(&env, &["gate", "cooldown", "--seconds", "60"], "").await;
@@ -127,19 +133,60 @@ async fn queue_commands_need_no_key_and_gate_commands_name_it() {
     assert!(ok && stdout.contains("(none)"), "{stdout}");
 }
 
+/// Each mistake is said clearly, and ends with its documented exit status: 2 usage,
+/// 3 configuration, 4 unavailable, 5 input.
 #[tokio::test]
 async fn mistakes_get_clear_errors() {
     let up = Upstream::start(vec![], Reply::status(500)).await;
     let env = env(&up, true);
-    let (ok, _, stderr) = lawsync(&env, &["queue", "redrive"], "").await;
-    assert!(!ok && stderr.contains("--id ID, or --all"), "{stderr}");
-    let (ok, _, stderr) = lawsync(&env, &["invoke", "detail", "--event", "-"], "{\"nope\":").await;
-    assert!(!ok && stderr.contains("not an SQS event"), "{stderr}");
-    let (ok, _, stderr) = lawsync(&env, &["sync", "--from", "20260231", "--to", "20260301"], "").await;
-    assert!(!ok && stderr.contains("YYYYMMDD"), "{stderr}");
+    let (code, _, stderr) = lawsync_exit(&env, &["queue", "redrive"], "").await;
+    assert!(
+        code == Some(2) && stderr.contains("--id ID, or --all"),
+        "exit {code:?}: {stderr}"
+    );
+    let (code, _, stderr) = lawsync_exit(&env, &["invoke", "detail", "--event", "-"], "{\"nope\":").await;
+    assert!(
+        code == Some(5) && stderr.contains("not an SQS event"),
+        "exit {code:?}: {stderr}"
+    );
+    let missing = env.docs.join("no-such-event.json").display().to_string();
+    let (code, _, stderr) = lawsync_exit(&env, &["invoke", "detail", "--event", &missing], "").await;
+    assert!(
+        code == Some(5) && stderr.contains("reading the event file"),
+        "exit {code:?}: {stderr}"
+    );
+    let (code, _, stderr) = lawsync_exit(&env, &["sync", "--from", "20260231", "--to", "20260301"], "").await;
+    assert!(
+        code == Some(2) && stderr.contains("YYYYMMDD"),
+        "exit {code:?}: {stderr}"
+    );
+    let (code, _, stderr) = lawsync_exit(&env, &["gate", "cooldown", "--seconds", "0"], "").await;
+    assert!(
+        code == Some(2) && stderr.contains("--seconds must be 1..=86400"),
+        "exit {code:?}: {stderr}"
+    );
+    // Clap's own usage errors exit 2 as well.
+    let (code, _, stderr) = lawsync_exit(&env, &["queue", "list", "--limit", "many"], "").await;
+    assert!(
+        code == Some(2) && stderr.contains("--limit"),
+        "exit {code:?}: {stderr}"
+    );
     let keyless = self::env(&up, false);
-    let (ok, _, stderr) = lawsync(&keyless, &["invoke", "detail", "--event", "-"], "{}").await;
-    assert!(!ok && stderr.contains("LAW_API_OC"), "{stderr}");
+    let (code, _, stderr) = lawsync_exit(&keyless, &["invoke", "detail", "--event", "-"], "{}").await;
+    assert!(
+        code == Some(3) && stderr.contains("LAW_API_OC"),
+        "exit {code:?}: {stderr}"
+    );
+    let mut no_redis = self::env(&up, true);
+    no_redis.env.put(
+        "REDIS_URL",
+        format!("redis://127.0.0.1:{}", lawsync_tests::servers::dead_port()),
+    );
+    let (code, _, stderr) = lawsync_exit(&no_redis, &["queue", "stats"], "").await;
+    assert!(
+        code == Some(4) && stderr.contains("Redis unreachable"),
+        "exit {code:?}: {stderr}"
+    );
 }
 
 #[tokio::test]

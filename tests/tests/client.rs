@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use lawsync::config::{Config, GateConfig, LawApiConfig};
-use lawsync::law::{Disposition, LawError, MemoryHistory, NetKind, SearchRequest};
+use lawsync::law::{Disposition, LawError, NetKind, SearchRequest};
 use lawsync::{Deadline, Gate, GateError, LawClient, Refusal, Secret};
+use lawsync_tests::history::MemoryHistory;
 use lawsync_tests::servers::{OwnRedis, Topology, dead_port, unique_ns};
 use lawsync_tests::upstream::{Body, Reply, Upstream};
 

@@ -580,8 +580,10 @@ fn sqs_body() -> impl Strategy<Value = String> {
 #[test]
 fn sqs_bodies_parse_or_fail_clearly_without_echo() {
     check("sqs_bodies", 2000, (kind(), sqs_body()), |(kind, body)| {
-        if let Err(reason) = parse_message(kind, &body) {
+        if let Err(e) = parse_message(kind, &body) {
+            let reason = e.to_string();
             clear_and_silent("parse_message", &reason)?;
+            clear_and_silent("parse_message (Debug)", &format!("{e:?}"))?;
             prop_assert!(reason.contains("invalid message body"), "{reason}");
         }
         Ok(())
@@ -614,7 +616,7 @@ fn sqs_messages_round_trip() {
         let body = serde_json::to_string(&req).expect("serialize");
         match (parse_message(MessageKind::Search, &body), req.params()) {
             (Ok(got), Ok(_)) => prop_assert_eq!(got, Message::Search(req)),
-            (Err(reason), Err(_)) => clear_and_silent("search message", &reason)?,
+            (Err(reason), Err(_)) => clear_and_silent("search message", &reason.to_string())?,
             (got, params) => prop_assert!(false, "{req:?}: message {got:?}, params {params:?}"),
         }
         // An id that is 1-20 ASCII digits is taken as is; any other is refused, not shown.
@@ -626,7 +628,7 @@ fn sqs_messages_round_trip() {
                 Ok(other) => prop_assert!(false, "{other:?}"),
                 Err(reason) => {
                     prop_assert!(!digits, "{id:?} refused: {reason}");
-                    clear_and_silent("detail message", &reason)?;
+                    clear_and_silent("detail message", &reason.to_string())?;
                 }
             }
             prop_assert_eq!(check_precedent_id(&id).is_ok(), digits);
@@ -720,7 +722,7 @@ fn day_before_is_the_korean_day_before_the_instant() {
                 }
                 // law.go.kr's dates start in 1900; an earlier day is refused as a date.
                 Err(reason) if want.as_str() < "19000101" => {
-                    prop_assert!(reason.contains("before 1900"), "{at}: {reason}");
+                    prop_assert!(reason.to_string().contains("before 1900"), "{at}: {reason}");
                 }
                 other => prop_assert!(false, "{at} (want {want}): {other:?}"),
             }

@@ -188,9 +188,10 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     }
 }
 
-/// What became of a unit of work that came in as an SQS message.
+/// What becomes of an SQS message once its unit of work has run: deleted (done, parked or
+/// buried as a dead letter) or handed back to SQS for redelivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settlement {
+pub enum MessageFate {
     /// Done (or recorded as not existing): the message is deleted.
     Done,
     /// Parked in the retry queue for the drainer: the message is deleted.
@@ -202,11 +203,11 @@ pub enum Settlement {
 }
 
 /// Decides what a failed SQS-borne job becomes: a try-later is parked in the retry queue
-/// (the SQS message succeeds); a permanent failure is recorded as a dead letter; if
+/// (the SQS message succeeds); a permanent failure is buried as a dead letter; if
 /// neither can be written, or the invocation ran out of time, the message goes back to SQS.
-pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement {
+pub async fn park_or_bury(deps: &Deps, job: &Job, err: JobError) -> MessageFate {
     if matches!(err, JobError::Law(LawError::OutOfTime { .. })) {
-        return Settlement::ReturnToSqs;
+        return MessageFate::ReturnToSqs;
     }
     let note = err.note();
     let parked = match (&err, err.disposition()) {
@@ -225,16 +226,16 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
         (_, Disposition::Permanent) => {
             tracing::error!(kind = %err_kind(&err), error = %err, "permanent failure; not retried");
             return match deps.queue.record_dead(job, note).await {
-                Ok(Buried::Recorded) => Settlement::Permanent,
+                Ok(Buried::Recorded) => MessageFate::Permanent,
                 Ok(Buried::AlreadyDead) => {
                     tracing::warn!(
                         "already a dead letter: this failure was added to its history and alerted again"
                     );
-                    Settlement::Permanent
+                    MessageFate::Permanent
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "could not record the dead letter; returning the message to SQS");
-                    Settlement::ReturnToSqs
+                    MessageFate::ReturnToSqs
                 }
             };
         }
@@ -242,16 +243,16 @@ pub async fn settle_failure(deps: &Deps, job: &Job, err: JobError) -> Settlement
     match parked {
         Ok(Enqueued::Queued { due_in }) => {
             tracing::info!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "parked in the retry queue");
-            Settlement::Parked
+            MessageFate::Parked
         }
-        Ok(Enqueued::AlreadyQueued) => Settlement::Parked,
+        Ok(Enqueued::AlreadyQueued) => MessageFate::Parked,
         Ok(Enqueued::Revived { due_in }) => {
             tracing::warn!(kind = %err_kind(&err), due_in_ms = due_in.as_millis() as u64, "was a dead letter: revived with fresh attempts by this new work");
-            Settlement::Parked
+            MessageFate::Parked
         }
         Err(e) => {
             tracing::error!(error = %e, "could not park the job; returning the message to SQS");
-            Settlement::ReturnToSqs
+            MessageFate::ReturnToSqs
         }
     }
 }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use tracing::Instrument;
 
 use super::Deps;
-use super::jobs::{self, Settlement};
+use super::jobs::{self, MessageFate};
 use crate::deadline::Deadline;
 use crate::law::SearchRequest;
 use crate::policy::MIN_CALL_WINDOW;
@@ -42,12 +42,31 @@ pub enum Message {
 const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>"}"#;
 const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
 
+/// Why a message body is not a valid message: the expected shape and serde's position, or
+/// what is wrong with a value, never the body nor the value itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidMessage {
+    /// Not JSON of the expected shape.
+    #[error("invalid message body ({category} at line {line} column {column}); expected {expected}")]
+    Shape {
+        /// serde's category: syntax error, unexpected data, truncated, ...
+        category: &'static str,
+        line: usize,
+        column: usize,
+        /// The shape the function reads.
+        expected: &'static str,
+    },
+    /// Well-formed, with a value that cannot be used (an id, a date).
+    #[error("invalid message body: {0}")]
+    Value(crate::law::LawError),
+}
+
 /// Parses a message body as the `kind` function does before handling it. The error is a
 /// clear reason (the expected shape and serde's position), never the body itself.
 ///
 /// Values are checked here too, so a message with a bad id or date is kept as a scrubbed
 /// dead letter and never becomes a job, a span field or a request.
-pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, String> {
+pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, InvalidMessage> {
     match kind {
         MessageKind::Detail => {
             let msg: DetailMessage = parse(body, DETAIL_SHAPE)?;
@@ -64,8 +83,8 @@ pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, String> {
 
 /// A well-formed message whose value cannot be used: logged (the error never holds the
 /// value) and returned as the dead letter's reason.
-fn invalid_value(e: crate::law::LawError) -> String {
-    let reason = format!("invalid message body: {e}");
+fn invalid_value(e: crate::law::LawError) -> InvalidMessage {
+    let reason = InvalidMessage::Value(e);
     tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
     reason
 }
@@ -120,10 +139,10 @@ pub async fn handle_batch(
             .instrument(span)
             .await;
         match handled {
-            Handled::Settled(Settlement::Done) => summary.done += 1,
-            Handled::Settled(Settlement::Parked) => summary.parked += 1,
-            Handled::Settled(Settlement::Permanent) => summary.permanent += 1,
-            Handled::Invalid(Settlement::ReturnToSqs) | Handled::Settled(Settlement::ReturnToSqs) => {
+            Handled::Valid(MessageFate::Done) => summary.done += 1,
+            Handled::Valid(MessageFate::Parked) => summary.parked += 1,
+            Handled::Valid(MessageFate::Permanent) => summary.permanent += 1,
+            Handled::Invalid(MessageFate::ReturnToSqs) | Handled::Valid(MessageFate::ReturnToSqs) => {
                 summary.returned += 1;
                 fail(&mut response);
             }
@@ -172,9 +191,10 @@ async fn drain_after_batch(deps: &Deps, deadline: Deadline) -> u32 {
 }
 
 enum Handled {
-    Settled(Settlement),
+    /// A valid message; what its unit of work made of it.
+    Valid(MessageFate),
     /// Not a valid message; how recording it went.
-    Invalid(Settlement),
+    Invalid(MessageFate),
 }
 
 /// Job type under which invalid message bodies are kept as dead letters.
@@ -185,7 +205,7 @@ const INVALID_BODY_KEPT: usize = 1000;
 
 /// Keeps an invalid body as a dead letter named by its message id (the key scrubbed, cut
 /// to a bounded length), so it is neither retried nor lost.
-async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: String) -> Settlement {
+async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: InvalidMessage) -> MessageFate {
     let kept: String = deps
         .law
         .key()
@@ -194,12 +214,12 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Strin
         .take(INVALID_BODY_KEPT)
         .collect();
     let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
-    let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
+    let note = crate::queue::ErrorNote::now("invalid_message", reason.to_string(), None);
     match deps.queue.record_dead(&job, note).await {
-        Ok(_) => Settlement::Permanent,
+        Ok(_) => MessageFate::Permanent,
         Err(e) => {
             tracing::error!(error = %e, "could not record the invalid message; returning it to SQS");
-            Settlement::ReturnToSqs
+            MessageFate::ReturnToSqs
         }
     }
 }
@@ -220,22 +240,22 @@ async fn handle_one(
             tracing::Span::current().record("precedent_id", msg.id.as_str());
             let job = jobs::detail_job(&msg.id);
             match jobs::run_detail(deps, &msg.id, deadline).await {
-                Ok(()) => Handled::Settled(Settlement::Done),
-                Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
+                Ok(()) => Handled::Valid(MessageFate::Done),
+                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }
         }
         Message::Search(req) => {
             let job = jobs::search_job(&req);
             match jobs::run_search(deps, &req, deadline).await {
-                Ok(_) => Handled::Settled(Settlement::Done),
-                Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
+                Ok(_) => Handled::Valid(MessageFate::Done),
+                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }
         }
     }
 }
 
 /// A search message: a window, or the daily schedule's `{"dayBefore"}` resolved to one.
-fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
+fn parse_search(body: &str, expected: &'static str) -> Result<SearchRequest, InvalidMessage> {
     let daily = serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("dayBefore").is_some());
     if !daily {
         return parse(body, expected);
@@ -246,14 +266,14 @@ fn parse_search(body: &str, expected: &str) -> Result<SearchRequest, String> {
 
 /// Parses a message body; on failure, logs and returns a clear reason (the expected shape
 /// and serde's position, never the body itself).
-fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &str) -> Result<T, String> {
+fn parse<T: serde::de::DeserializeOwned>(body: &str, expected: &'static str) -> Result<T, InvalidMessage> {
     serde_json::from_str(body).map_err(|e| {
-        let reason = format!(
-            "invalid message body ({} at line {} column {}); expected {expected}",
-            crate::law::model::category(&e),
-            e.line(),
-            e.column()
-        );
+        let reason = InvalidMessage::Shape {
+            category: crate::law::model::category(&e),
+            line: e.line(),
+            column: e.column(),
+            expected,
+        };
         tracing::error!(reason = %reason, "invalid message body; kept as a dead letter, not retried");
         reason
     })

@@ -1,5 +1,6 @@
 //! `lawsync`: the command line. Runs the same code as the Lambda functions; see
-//! [`lawsync::cli`]. Wiring only.
+//! [`lawsync::cli`]. Wiring only: a failure is printed and ends the process with its
+//! [`lawsync::cli::ExitStatus`].
 
 use std::process::ExitCode;
 
@@ -13,7 +14,7 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lawsync: {e}");
-            ExitCode::FAILURE
+            e.exit_status().into()
         }
     }
 }

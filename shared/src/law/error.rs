@@ -197,39 +197,8 @@ pub struct FailureRecord {
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Where failure records go: [`crate::history::RedisHistory`] (a capped Redis stream) in
-/// the functions, [`MemoryHistory`] in tests.
+/// the functions; the test kit keeps them in memory.
 pub trait FailureSink: Send + Sync + std::fmt::Debug {
     /// Takes one record. Must not fail the call it describes: a sink logs its own errors.
     fn record(&self, record: FailureRecord) -> BoxFuture<'_, ()>;
-}
-
-/// A capped in-memory history, newest last.
-#[derive(Debug, Default)]
-pub struct MemoryHistory {
-    records: std::sync::Mutex<std::collections::VecDeque<FailureRecord>>,
-}
-
-impl MemoryHistory {
-    /// Records kept before the oldest is dropped.
-    pub const CAPACITY: usize = 1000;
-
-    /// A copy of what is held, oldest first.
-    pub fn snapshot(&self) -> Vec<FailureRecord> {
-        self.records
-            .lock()
-            .map(|r| r.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-}
-
-impl FailureSink for MemoryHistory {
-    fn record(&self, record: FailureRecord) -> BoxFuture<'_, ()> {
-        if let Ok(mut r) = self.records.lock() {
-            if r.len() == Self::CAPACITY {
-                r.pop_front();
-            }
-            r.push_back(record);
-        }
-        Box::pin(std::future::ready(()))
-    }
 }

@@ -14,9 +14,7 @@ pub(crate) mod model;
 mod retry_after;
 pub mod schedule;
 
-pub use error::{
-    BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, MemoryHistory, NetKind,
-};
+pub use error::{BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, NetKind};
 pub use model::{
     PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, check_precedent_id,
     decode_body, parse_detail, parse_search,
