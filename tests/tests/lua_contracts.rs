@@ -698,3 +698,105 @@ async fn queue_enqueue_follows_its_header() {
         assert_eq!(v, "2", "{topo:?}");
     }
 }
+
+/// The README's worked example ("A late wake-up costs no slot"), on Redis' clock: interval
+/// 1000 ms, tolerance 10 ms, A starts at 0, B wakes 40 ms late on slot 1010 and starts at
+/// 1050; C (slot 2020) is moved to 2050, D (slot 3030) to 3050: each next holder waits
+/// until an interval after the start before it, and the overrun shrinks by the tolerance
+/// per slot. Real wake-ups add a little jitter to each start; the moves are exact. A run in
+/// which this machine woke C or D later than their moved slot (a starved CPU) shows another
+/// rule, not this one, and is tried again, up to five times.
+#[tokio::test]
+async fn the_readme_worked_example_holds() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let mut tries = Vec::new();
+        for _ in 0..5 {
+            match readme_example(&mut conn, topo).await {
+                Ok(()) => break,
+                Err(why) => tries.push(why),
+            }
+        }
+        assert!(
+            tries.len() < 5,
+            "{topo:?}: every try was too slow to show the example: {tries:?}"
+        );
+    }
+}
+
+/// One run of the README's example; `Err` when a wake-up was too late to show it.
+async fn readme_example(conn: &mut Conn, topo: Topology) -> Result<(), String> {
+    let key = unique_ns("readme").gate();
+    set_state(conn, &key, 0, 0, 0, 1).await;
+    let a = acquire(conn, &key, 30 * SEC, 0, 0).await;
+    assert_eq!(a[0], 0, "{topo:?}: A goes at once: {a:?}");
+    let a_start = a[2];
+    let mut slots = Vec::new();
+    for _ in 0..3 {
+        let r = acquire(conn, &key, 30 * SEC, 0, 0).await;
+        assert_eq!(r[0], 1, "{topo:?}: {r:?}");
+        slots.push((r[1], r[4]));
+    }
+    let pace = SEC + TOL;
+    let [(b, epoch), (c, _), (d, _)] = slots[..] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (b, c, d),
+        (a_start + pace, a_start + 2 * pace, a_start + 3 * pace),
+        "{topo:?}: 1010, 2020, 3030"
+    );
+    // B wakes 40 ms late: nobody started since A, so B goes in the gap it left.
+    sleep_until_redis(conn, &key, b + 40_000).await;
+    let b_go = acquire(conn, &key, 30 * SEC, b, epoch).await;
+    assert_eq!(b_go[0], 0, "{topo:?}: B goes late: {b_go:?}");
+    let b_start = b_go[2];
+    assert!(
+        b_start - b >= 40_000,
+        "{topo:?}: B started {} µs after its slot",
+        b_start - b
+    );
+    // C on time is moved to an interval after B's start: 2050, 30 ms past its slot.
+    sleep_until_redis(conn, &key, c).await;
+    let c_moved = acquire(conn, &key, 30 * SEC, c, epoch).await;
+    if c_moved[2] >= b_start + SEC {
+        return Err(format!("C confirmed {} µs after its slot", c_moved[2] - c));
+    }
+    assert_eq!(c_moved[0], 1, "{topo:?}: C waits: {c_moved:?}");
+    assert_eq!(
+        c_moved[1],
+        b_start + SEC,
+        "{topo:?}: C's slot is an interval after B's start"
+    );
+    assert_eq!(
+        c_moved[1] - c,
+        (b_start - b) - TOL,
+        "{topo:?}: the overrun shrank by the tolerance"
+    );
+    sleep_until_redis(conn, &key, c_moved[1]).await;
+    let c_go = acquire(conn, &key, 30 * SEC, c_moved[1], epoch).await;
+    assert_eq!(c_go[0], 0, "{topo:?}: C goes on its moved slot: {c_go:?}");
+    let c_start = c_go[2];
+    assert!(
+        c_start - b_start >= SEC,
+        "{topo:?}: B and C closer than the interval"
+    );
+    // D on time is moved to an interval after C's start: 3050.
+    sleep_until_redis(conn, &key, d).await;
+    let d_moved = acquire(conn, &key, 30 * SEC, d, epoch).await;
+    if d_moved[2] >= c_start + SEC {
+        return Err(format!("D confirmed {} µs after its slot", d_moved[2] - d));
+    }
+    assert_eq!(d_moved[0], 1, "{topo:?}: D waits: {d_moved:?}");
+    assert_eq!(
+        d_moved[1],
+        c_start + SEC,
+        "{topo:?}: D's slot is an interval after C's start"
+    );
+    assert_eq!(
+        d_moved[1] - d,
+        (c_start - c) - TOL,
+        "{topo:?}: shrinking by the tolerance"
+    );
+    Ok(())
+}
