@@ -2,6 +2,8 @@
 //! ARGV in the order the script's contract gives and decodes its reply, once, into a type.
 //! No other code reads a gate script's reply.
 
+use redis::ScriptInvocation;
+
 use crate::lua::{self, OneKey};
 use crate::store::{RedisConn, StoreError};
 
@@ -30,6 +32,17 @@ pub(crate) enum AcquireReply {
     Wait { slot: u64, now: u64, epoch: u64 },
     /// The wait to `slot` is beyond the bound; nothing new was reserved.
     Refused { slot: u64, now: u64, cooldown_end: u64 },
+}
+
+impl Shape {
+    /// ARGV interval, burst, tolerance and idle ms, in the order `gate_defer`,
+    /// `gate_release` and `gate_adopt` take them after their own first arguments.
+    fn push(self, call: &mut ScriptInvocation<'_>) {
+        call.arg(self.interval_us)
+            .arg(self.burst)
+            .arg(self.tolerance_us)
+            .arg(self.idle_ms);
+    }
 }
 
 fn key(key: &str) -> OneKey<'_> {
@@ -89,15 +102,10 @@ pub(crate) async fn defer(
     shape: Shape,
     length_us: u64,
 ) -> Result<(u64, u64), StoreError> {
-    let v: Vec<i64> = lua::GATE_DEFER
-        .prepare(&key(state))
-        .arg(length_us)
-        .arg(shape.interval_us)
-        .arg(shape.burst)
-        .arg(shape.tolerance_us)
-        .arg(shape.idle_ms)
-        .invoke_async(&mut conn.clone())
-        .await?;
+    let mut call = lua::GATE_DEFER.prepare(&key(state));
+    call.arg(length_us);
+    shape.push(&mut call);
+    let v: Vec<i64> = call.invoke_async(&mut conn.clone()).await?;
     match v.as_slice() {
         &[cooldown_end, now] => Ok((u(cooldown_end), u(now))),
         _ => Err(StoreError::Protocol("gate_defer reply")),
@@ -171,19 +179,13 @@ pub(crate) async fn release(
     shape: Shape,
     grant: Granted,
 ) -> Result<Release, StoreError> {
-    let v: i64 = lua::GATE_RELEASE
-        .prepare(&key(state))
-        .arg(grant.next_start_before)
+    let mut call = lua::GATE_RELEASE.prepare(&key(state));
+    call.arg(grant.next_start_before)
         .arg(grant.next_start_after)
         .arg(grant.epoch)
-        .arg(grant.slot)
-        .arg(shape.interval_us)
-        .arg(shape.burst)
-        .arg(shape.tolerance_us)
-        .arg(shape.idle_ms)
-        .arg(grant.granted_at)
-        .invoke_async(&mut conn.clone())
-        .await?;
+        .arg(grant.slot);
+    shape.push(&mut call);
+    let v: i64 = call.arg(grant.granted_at).invoke_async(&mut conn.clone()).await?;
     match v {
         1 => Ok(Release::GivenBack),
         0 => Ok(Release::StillCounts),
@@ -198,17 +200,12 @@ pub(crate) async fn adopt(
     shape: Shape,
     old: &StatusReply,
 ) -> Result<bool, StoreError> {
-    let v: i64 = lua::GATE_ADOPT
-        .prepare(&key(state))
-        .arg(old.next_reservation)
+    let mut call = lua::GATE_ADOPT.prepare(&key(state));
+    call.arg(old.next_reservation)
         .arg(old.next_start)
-        .arg(old.cooldown_end)
-        .arg(shape.interval_us)
-        .arg(shape.burst)
-        .arg(shape.tolerance_us)
-        .arg(shape.idle_ms)
-        .invoke_async(&mut conn.clone())
-        .await?;
+        .arg(old.cooldown_end);
+    shape.push(&mut call);
+    let v: i64 = call.invoke_async(&mut conn.clone()).await?;
     match v {
         0 | 1 => Ok(v == 1),
         _ => Err(StoreError::Protocol("gate_adopt reply")),
