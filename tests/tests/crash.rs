@@ -31,10 +31,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lawsync::app::jobs::detail_job;
 use lawsync::documents::S3Documents;
 use lawsync::keys::QueueKeys;
-use lawsync::queue::{Backoff, ErrorNote, Job, RetryQueue};
+use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
 use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env, unique_oc};
@@ -595,7 +594,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     for (i, p) in corpus.iter().enumerate() {
         if i % 50 == 7 {
             let id = format!("bad-{i}");
-            let job = Job::new("DETAIL", id.clone(), json!({ "id": id }));
+            let job = Job::detail(&id);
             bad.insert(job.id());
             queue
                 .enqueue(&job, None, ErrorNote::now("seeded", "seeded", None))
@@ -604,7 +603,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
         }
         queue
             .enqueue(
-                &detail_job(&p.id.to_string()),
+                &Job::detail(&p.id.to_string()),
                 None,
                 ErrorNote::now("seeded", "seeded", None),
             )
@@ -613,7 +612,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     }
     let by_job: BTreeMap<String, &Precedent> = corpus
         .iter()
-        .map(|p| (detail_job(&p.id.to_string()).id(), p))
+        .map(|p| (Job::detail(&p.id.to_string()).id(), p))
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -687,7 +686,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
         for (i, a) in run.iter().enumerate() {
             if fetched(a) {
                 let item = a.item.clone().unwrap_or_default();
-                if held_by_dead.contains(&format!("DETAIL:{item}")) {
+                if held_by_dead.contains(&Job::detail(&item).id()) {
                     taken_from_dead.push(format!("run {k} fetched {item}, leased by a killed drainer"));
                 }
                 fetches.entry(item).or_default().push((k, from + i));
@@ -725,7 +724,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
             }
             (Ending::Killed, None) => "start-up, before the claim",
             (Ending::Killed, Some(last)) => {
-                let job = format!("DETAIL:{}", last.item.clone().unwrap_or_default());
+                let job = Job::detail(&last.item.clone().unwrap_or_default()).id();
                 let key = by_job.get(&job).map(|p| doc_key(p)).unwrap_or_default();
                 let stored_now =
                     versions.get(&key).map_or(0, Vec::len) > versions_before.get(&key).map_or(0, Vec::len);
@@ -1062,7 +1061,11 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             .send()
             .await
             .expect("send");
-        invalid.insert(format!("INVALID:{}", out.message_id().expect("message id")));
+        invalid.insert(format!(
+            "{}:{}",
+            JobKind::Invalid,
+            out.message_id().expect("message id")
+        ));
     }
 
     // Killed workers run no drainer (what they park waits in the retry queue); the clean
@@ -1181,7 +1184,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             .iter()
             .filter(|p| {
                 !versions.contains_key(&doc_key(p))
-                    && !state.live.contains(&detail_job(&p.id.to_string()).id())
+                    && !state.live.contains(&Job::detail(&p.id.to_string()).id())
             })
             .count() as u64;
         let invalid_left = invalid.iter().filter(|id| !state.dead.contains(*id)).count() as u64;
@@ -1384,12 +1387,12 @@ fn the_checks_catch_what_they_look_for() {
     let v = refetch_violations(&fetches, |_, i| last_calls_of_killed.contains(&i));
     assert_eq!(v, ["100001 fetched in runs [0, 1]"]);
 
-    let one = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+    let one = |ids: &[&str]| ids.iter().map(|id| Job::detail(id).id()).collect::<BTreeSet<_>>();
     let state = QueueState {
-        live: one(&["DETAIL:1"]),
-        waiting: one(&["DETAIL:1"]),
-        leased: one(&["DETAIL:1"]),
-        jobs: one(&["DETAIL:1", "DETAIL:2"]),
+        live: one(&["1"]),
+        waiting: one(&["1"]),
+        leased: one(&["1"]),
+        jobs: one(&["1", "2"]),
         ..QueueState::default()
     };
     let bad = state.inconsistencies();
@@ -1401,8 +1404,10 @@ fn the_checks_catch_what_they_look_for() {
         format!(r#"{{"fields":{{"message":"law.go.kr call failed","kind":"gate_wait_too_long"}},{span}}}"#),
         format!(r#"{{"fields":{{"message":"parked in the retry queue"}},{span}}}"#),
         format!(r#"{{"fields":{{"message":"detail: stored"}},{span}}}"#),
-        r#"{"fields":{"message":"detail: stored"},"span":{"id":"DETAIL:100001","name":"drainer.job"}}"#
-            .to_owned(),
+        format!(
+            r#"{{"fields":{{"message":"detail: stored"}},"span":{{"id":"{}","name":"drainer.job"}}}}"#,
+            Job::detail("100001").id()
+        ),
     ]
     .join("\n");
     assert_eq!(handlings_in(&log), BTreeMap::from([("100001".to_owned(), 2)]));

@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lawsync::queue::{Backoff, ErrorNote, RetryQueue};
+use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn, Secret};
 use lawsync_tests::lookalike::{Arrival, Lookalike, LookalikeConfig};
 use lawsync_tests::servers::{LawsyncEnv, OwnRedis, create_queues, moto_sdk, queue_depth, unique_env};
@@ -452,22 +452,15 @@ async fn redis_goes_down_mid_run_and_comes_back(outage: Outage, down_for: Durati
     let queue = rig.queue(&redis).await;
     let note = || ErrorNote::now("http_status", "HTTP 503 (seeded)", Some(503));
     for id in &due {
-        queue
-            .enqueue(&lawsync::app::jobs::detail_job(id), None, note())
-            .await
-            .expect("seed");
+        queue.enqueue(&Job::detail(id), None, note()).await.expect("seed");
     }
     for id in &later {
         queue
-            .enqueue(
-                &lawsync::app::jobs::detail_job(id),
-                Some(Duration::from_secs(3600)),
-                note(),
-            )
+            .enqueue(&Job::detail(id), Some(Duration::from_secs(3600)), note())
             .await
             .expect("seed");
     }
-    let later_ids: BTreeSet<String> = later.iter().map(|id| format!("DETAIL:{id}")).collect();
+    let later_ids: BTreeSet<String> = later.iter().map(|id| Job::detail(id).id()).collect();
     rig.send(
         &rig.search_url,
         &[format!(
@@ -512,9 +505,12 @@ async fn redis_goes_down_mid_run_and_comes_back(outage: Outage, down_for: Durati
     // (d) Right after the restart, from the AOF: every entry is still there or done.
     let queue = rig.queue(&redis).await;
     let after = live(&queue).await;
+    let detail_prefix = format!("{}:", JobKind::Detail);
     let lost: Vec<&String> = before
         .keys()
-        .filter(|id| !after.contains_key(*id) && !rig.done(id.strip_prefix("DETAIL:").unwrap_or(id)))
+        .filter(|id| {
+            !after.contains_key(*id) && !rig.done(id.strip_prefix(detail_prefix.as_str()).unwrap_or(id))
+        })
         .collect();
     assert!(
         lost.is_empty(),

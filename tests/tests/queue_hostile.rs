@@ -7,10 +7,11 @@
 //! Rust API. Prints `props NAME: N cases passed in T`; `PROPTEST_CASES` runs more.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use lawsync::keys::QueueKeys;
-use lawsync::queue::assemble_script;
+use lawsync::queue::{Job, assemble_script};
 use lawsync_tests::servers::{Topology, unique_ns};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
@@ -28,8 +29,8 @@ const NUMBERS: [&str; 10] = [
     "nan",
     "9007199254740993",
 ];
-const IDS: [&str; 3] = ["DETAIL:1", "DETAIL:2", "DETAIL:3"];
-const JOB: &str = r#"{"type":"DETAIL","identity":"1","payload":{"id":"1"}}"#;
+static IDS: LazyLock<[String; 3]> = LazyLock::new(|| ["1", "2", "3"].map(|i| Job::detail(i).id()));
+static JOB: LazyLock<String> = LazyLock::new(|| serde_json::to_string(&Job::detail("1")).expect("json"));
 const NOTES: &str = r#"[{"atMs":1,"kind":"http_status","message":"HTTP 503","status":503}]"#;
 
 struct Scripts {
@@ -80,7 +81,7 @@ fn consistent(snap: &BTreeMap<String, Vec<String>>, k: &QueueKeys) -> Result<(),
     let members = |key: &String| -> Vec<String> { snap[key].chunks(2).map(|p| p[0].clone()).collect() };
     let sets = [&k.waiting, &k.ready, &k.leased, &k.dead].map(members);
     let jobs: Vec<String> = snap[&k.jobs].chunks(2).map(|p| p[0].clone()).collect();
-    for id in IDS {
+    for id in IDS.iter() {
         let n = sets.iter().filter(|s| s.contains(&id.to_owned())).count();
         if n > 1 {
             return Err(format!("{id} in {n} sets"));
@@ -100,7 +101,7 @@ async fn call(
     c: [u8; 6],
 ) -> redis::RedisResult<redis::Value> {
     let num = |i: u8| NUMBERS[usize::from(i) % NUMBERS.len()];
-    let id = IDS[usize::from(c[1]) % IDS.len()];
+    let id = IDS[usize::from(c[1]) % IDS.len()].as_str();
     let inv = match c[0] % 5 {
         0 => {
             let mut i = s.enqueue.prepare_invoke();
@@ -111,12 +112,12 @@ async fn call(
                 i.key(key);
             }
             let legacy = if c[4].is_multiple_of(3) {
-                IDS[usize::from(c[5]) % IDS.len()]
+                IDS[usize::from(c[5]) % IDS.len()].as_str()
             } else {
                 ""
             };
             i.arg(id)
-                .arg(JOB)
+                .arg(JOB.as_str())
                 .arg(num(c[2]))
                 .arg(NOTES)
                 .arg(NOTES)
@@ -166,7 +167,7 @@ async fn call(
             ] {
                 i.key(key);
             }
-            i.arg(id).arg(JOB).arg(NOTES).arg(num(c[2])).arg("");
+            i.arg(id).arg(JOB.as_str()).arg(NOTES).arg(num(c[2])).arg("");
             i
         }
         _ => {

@@ -177,9 +177,6 @@ enum Handled {
     Invalid(Settlement),
 }
 
-/// Job type under which invalid message bodies are kept as dead letters.
-pub const INVALID: &str = "INVALID";
-
 /// Most characters of an invalid body kept with its dead letter.
 const INVALID_BODY_KEPT: usize = 1000;
 
@@ -193,7 +190,11 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Strin
         .chars()
         .take(INVALID_BODY_KEPT)
         .collect();
-    let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
+    let job = crate::queue::Job::new(
+        crate::queue::JobKind::Invalid,
+        message_id,
+        serde_json::json!({ "body": kept }),
+    );
     let note = crate::queue::ErrorNote::now("invalid_message", reason, None);
     match deps.queue.record_dead(&job, note).await {
         Ok(_) => Settlement::Permanent,
@@ -218,14 +219,14 @@ async fn handle_one(
     match msg {
         Message::Detail(msg) => {
             tracing::Span::current().record("precedent_id", msg.id.as_str());
-            let job = jobs::detail_job(&msg.id);
+            let job = crate::queue::Job::detail(&msg.id);
             match jobs::run_detail(deps, &msg.id, deadline).await {
                 Ok(()) => Handled::Settled(Settlement::Done),
                 Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),
             }
         }
         Message::Search(req) => {
-            let job = jobs::search_job(&req);
+            let job = crate::queue::Job::search(&req);
             match jobs::run_search(deps, &req, deadline).await {
                 Ok(_) => Handled::Settled(Settlement::Done),
                 Err(e) => Handled::Settled(jobs::settle_failure(deps, &job, e).await),

@@ -22,7 +22,7 @@
 mod entry;
 pub(crate) mod scripts;
 
-pub use entry::{EntryView, ErrorNote, Job, Leased, QueueStats};
+pub use entry::{EntryView, ErrorNote, Job, JobCheckError, JobKind, Leased, QueueStats, UnknownKind};
 /// Pastes a script's `@include`s, as the queue loads it: for tests that call a script
 /// directly with the KEYS/ARGV its header documents.
 pub use scripts::assemble as assemble_script;
@@ -589,7 +589,7 @@ impl RetryQueue {
 
 /// A job checked and serialized for storage, as every write of one needs it.
 fn job_json(job: &Job) -> Result<String, StoreError> {
-    job.check().map_err(StoreError::Invalid)?;
+    job.check().map_err(|e| StoreError::Invalid(e.to_string()))?;
     serde_json::to_string(job).map_err(|_| StoreError::Invalid("job payload is not serializable".into()))
 }
 
