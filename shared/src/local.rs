@@ -47,7 +47,8 @@ pub enum GateScope {
     PerInstance,
 }
 
-/// How the local runtime runs the functions.
+/// How the local runtime runs the functions. No defaults here: `lawsync local`'s flags
+/// hold them, so there is one set.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
     /// This process's name in the events (`p1`, `p2`...).
@@ -67,22 +68,6 @@ pub struct LocalOptions {
     pub gate: GateScope,
     /// Stop once idle this long.
     pub until_idle: Option<Duration>,
-}
-
-impl Default for LocalOptions {
-    fn default() -> Self {
-        Self {
-            name: "local".into(),
-            concurrency: 2,
-            batch_size: 10,
-            poll_wait: Duration::from_secs(2),
-            visibility_timeout: Duration::from_secs(90),
-            function_timeout: Duration::from_secs(60),
-            drainer_schedule: Some(Duration::from_secs(10)),
-            gate: GateScope::Shared,
-            until_idle: None,
-        }
-    }
 }
 
 /// Where the event lines go.
