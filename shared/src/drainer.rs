@@ -76,7 +76,7 @@ pub struct DrainerConfig {
 }
 
 /// What one pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PassReport {
     pub claimed: u32,
     pub succeeded: u32,
@@ -93,12 +93,12 @@ pub struct PassReport {
     pub ended_ms: u64,
     /// A job was not started (no time before the deadline, or the rate gate refused): it
     /// and the rest were released unchanged, and the run ends.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub out_of_room: bool,
 }
 
 /// What a run did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
 pub enum DrainReport {
     /// Another drainer holds the lock; nothing was done.

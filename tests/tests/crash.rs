@@ -31,8 +31,10 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use lawsync::app::sqs::BatchSummary;
 use lawsync::documents::S3Documents;
 use lawsync::keys::QueueKeys;
+use lawsync::local_events::{EventLine, LocalEvent};
 use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
@@ -1105,18 +1107,25 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         }
         a
     };
-    let events_of = |tag: &str| -> Vec<Value> {
+    let events_of = |tag: &str| -> Vec<LocalEvent> {
         let text = std::fs::read_to_string(rig.dir.join(format!("{tag}.jsonl"))).unwrap_or_default();
         assert!(!text.contains(OC), "the key reached the event lines of {tag}");
         text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| EventLine::parse(l).ok().map(|l| l.event))
             .collect()
     };
-    let sum = |lines: &[Value], field: &str| -> u64 {
-        lines
+    // The summary of each batch line.
+    let batches_in = |events: &[LocalEvent]| -> Vec<BatchSummary> {
+        events
             .iter()
-            .map(|b| b["summary"][field].as_u64().unwrap_or(0))
-            .sum()
+            .filter_map(|e| match e {
+                LocalEvent::Batch { summary, .. } => Some(summary.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let sum = |batches: &[BatchSummary], field: fn(&BatchSummary) -> u32| -> u64 {
+        batches.iter().map(|b| u64::from(field(b))).sum()
     };
 
     let mut rows = Vec::new();
@@ -1165,10 +1174,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         for id in &touched {
             *taken_up.entry(id.clone()).or_default() += 1;
         }
-        let batches: Vec<Value> = events_of(&tag)
-            .into_iter()
-            .filter(|e| e["type"] == "batch")
-            .collect();
+        let batches = batches_in(&events_of(&tag));
         let (visible, in_flight) = sqs_depth(&sqs, &detail_url).await;
         let versions = rig.versions().await;
         let state = QueueState::read(&rig.conn, &keys).await;
@@ -1200,8 +1206,8 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             calls: run.len(),
             taken_up: touched.len(),
             batches_done: batches.len(),
-            done: sum(&batches, "done"),
-            parked: sum(&batches, "parked"),
+            done: sum(&batches, |b| b.done),
+            parked: sum(&batches, |b| b.parked),
             visible,
             in_flight,
             retry_live: state.live.len(),
@@ -1255,15 +1261,13 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         }
     }
     let clean_events = events_of(tag);
-    let clean_batches: Vec<Value> = clean_events
-        .iter()
-        .filter(|e| e["type"] == "batch")
-        .cloned()
-        .collect();
+    let clean_batches = batches_in(&clean_events);
     let drained: u64 = clean_events
         .iter()
-        .filter(|e| e["type"] == "drain_pass")
-        .map(|e| e["pass"]["succeeded"].as_u64().unwrap_or(0))
+        .map(|e| match e {
+            LocalEvent::DrainPass { pass, .. } => u64::from(pass.succeeded),
+            _ => 0,
+        })
         .sum();
 
     // The verdict.
@@ -1302,8 +1306,8 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
     eprintln!(
         "the clean worker: {} batches ({} done, {} parked), its drainer {} jobs; SQS afterwards: {visible} visible, {in_flight} in flight",
         clean_batches.len(),
-        sum(&clean_batches, "done"),
-        sum(&clean_batches, "parked"),
+        sum(&clean_batches, |b| b.done),
+        sum(&clean_batches, |b| b.parked),
         drained
     );
     eprintln!(

@@ -71,7 +71,7 @@ fn invalid_value(e: crate::law::LawError) -> String {
 }
 
 /// What happened to each message of a batch, for the CLI and the tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BatchSummary {
     pub done: u32,
     pub parked: u32,
