@@ -170,7 +170,7 @@ mod tests {
         )
         .expect("hook");
         let alert = DeadLetterAlert {
-            id: "DETAIL:<!channel>".into(),
+            id: crate::queue::Job::detail("<!channel>").id(),
             retry_count: 30,
             first_failed_at_ms: 1_764_000_000_000,
             last_error: Some(ErrorNote::now(

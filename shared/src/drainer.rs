@@ -46,49 +46,13 @@ pub enum Outcome {
     },
 }
 
-/// Runs one job by its type. The functions route `SEARCH` and `DETAIL` to the same code
-/// their SQS handlers use.
+/// Runs one job by its kind. The functions route [`JobKind::Search`] and
+/// [`JobKind::Detail`] to the same code their SQS handlers use (`app::jobs::run_job`).
+///
+/// [`JobKind::Search`]: crate::queue::JobKind::Search
+/// [`JobKind::Detail`]: crate::queue::JobKind::Detail
 pub trait JobHandler: Send + Sync {
     fn handle<'a>(&'a self, job: &'a Job, deadline: Deadline) -> BoxFuture<'a, Outcome>;
-}
-
-/// Routes each job to the handler registered for its type; a job of a type nobody handles
-/// is dead-lettered with a clear error rather than retried forever.
-#[derive(Default)]
-pub struct TypeRouter {
-    routes: std::collections::HashMap<String, Box<dyn JobHandler>>,
-}
-
-impl TypeRouter {
-    /// Registers `handler` for jobs of type `kind` (`SEARCH`, `DETAIL`, ...).
-    pub fn route(mut self, kind: &str, handler: impl JobHandler + 'static) -> Self {
-        self.routes.insert(kind.to_owned(), Box::new(handler));
-        self
-    }
-}
-
-impl std::fmt::Debug for TypeRouter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TypeRouter")
-            .field("types", &self.routes.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl JobHandler for TypeRouter {
-    fn handle<'a>(&'a self, job: &'a Job, deadline: Deadline) -> BoxFuture<'a, Outcome> {
-        match self.routes.get(&job.kind) {
-            Some(h) => h.handle(job, deadline),
-            None => {
-                let error = ErrorNote::now(
-                    "unknown_type",
-                    format!("no handler for job type {:?}", job.kind),
-                    None,
-                );
-                Box::pin(std::future::ready(Outcome::Dead { error }))
-            }
-        }
-    }
 }
 
 /// Drainer settings.
@@ -112,7 +76,7 @@ pub struct DrainerConfig {
 }
 
 /// What one pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PassReport {
     pub claimed: u32,
     pub succeeded: u32,
@@ -129,12 +93,12 @@ pub struct PassReport {
     pub ended_ms: u64,
     /// A job was not started (no time before the deadline, or the rate gate refused): it
     /// and the rest were released unchanged, and the run ends.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub out_of_room: bool,
 }
 
 /// What a run did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "status", rename_all = "camelCase")]
 pub enum DrainReport {
     /// Another drainer holds the lock; nothing was done.

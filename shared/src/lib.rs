@@ -10,6 +10,8 @@
 //! - [`app`]: what the functions do (search fan-out, detail store, SQS batches), over injected [`app::Deps`].
 //! - [`aws`]: AWS SDK configuration and error reduction.
 //! - `cli` (feature `cli`): the `lawsync` command line.
+//! - `local` (feature `cli`): `lawsync local`, the functions run as AWS would, on one machine.
+//! - [`local_events`]: the event lines `lawsync local` writes, as [`LocalEvent`](local_events::LocalEvent).
 //! - [`clock`]: instants as Unix epoch milliseconds.
 //! - [`config`]: reads and validates every environment variable, once.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
@@ -47,6 +49,7 @@ pub mod keys;
 pub mod law;
 #[cfg(feature = "cli")]
 pub mod local;
+pub mod local_events;
 pub mod lock;
 pub mod lua;
 pub mod metrics;

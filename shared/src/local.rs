@@ -32,22 +32,14 @@ use crate::app::Deps;
 use crate::app::sqs::{MessageKind, handle_batch};
 use crate::config::Config;
 use crate::deadline::Deadline;
+use crate::drainer::PassReport;
 use crate::law::{CallEvent, CallObserver};
+pub use crate::local_events::{EventLine, GateScope, LocalEvent};
 
 use crate::policy::LOCAL_STOP_GRACE as STOP_GRACE;
 
-/// Which gate the environments share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GateScope {
-    /// One gate for all (the product): every environment of every process on one Redis
-    /// key space paces together.
-    Shared,
-    /// Each environment paces only itself, like a per-process rate limiter: the contrast
-    /// that shows why the shared gate exists. Never for production.
-    PerInstance,
-}
-
-/// How the local runtime runs the functions.
+/// How the local runtime runs the functions. No defaults here: `lawsync local`'s flags
+/// hold them, so there is one set.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
     /// This process's name in the events (`p1`, `p2`...).
@@ -69,22 +61,6 @@ pub struct LocalOptions {
     pub until_idle: Option<Duration>,
 }
 
-impl Default for LocalOptions {
-    fn default() -> Self {
-        Self {
-            name: "local".into(),
-            concurrency: 2,
-            batch_size: 10,
-            poll_wait: Duration::from_secs(2),
-            visibility_timeout: Duration::from_secs(90),
-            function_timeout: Duration::from_secs(60),
-            drainer_schedule: Some(Duration::from_secs(10)),
-            gate: GateScope::Shared,
-            until_idle: None,
-        }
-    }
-}
-
 /// Where the event lines go.
 #[derive(Clone)]
 pub struct EventLog(Arc<Mutex<Box<dyn Write + Send>>>);
@@ -100,12 +76,23 @@ impl EventLog {
         Self(Arc::new(Mutex::new(out)))
     }
 
-    /// Writes one line; an output that fails is reported once per line to the log, never
-    /// fatal to the work.
-    pub fn emit(&self, mut event: Value) {
-        event["at_ms"] = json!(crate::clock::epoch_millis_f64(SystemTime::now()));
+    /// Writes one line, stamped now; an output that fails is reported once per line to the
+    /// log, never fatal to the work.
+    pub fn emit(&self, event: LocalEvent) {
+        let line = EventLine {
+            event,
+            at_ms: crate::clock::epoch_millis_f64(SystemTime::now()),
+        };
+        // Through a `Value`, whose keys are sorted: the lines read as they always have.
+        let line = match serde_json::to_value(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "local: could not write an event line");
+                return;
+            }
+        };
         let mut out = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if writeln!(out, "{event}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
             tracing::warn!("local: could not write an event line");
         }
     }
@@ -120,17 +107,16 @@ struct CallLines {
 
 impl CallObserver for CallLines {
     fn observe(&self, e: &CallEvent) {
-        self.log.emit(json!({
-            "type": "call",
-            "instance": self.instance,
-            "endpoint": e.endpoint,
-            "attempt": e.attempt,
-            "started_ms": crate::clock::epoch_millis_f64(e.started_at),
-            "waited_ms": e.waited.as_secs_f64() * 1000.0,
-            "took_ms": e.took.as_secs_f64() * 1000.0,
-            "status": e.status,
-            "cooldown_ms": e.cooldown.map(|d| d.as_millis() as u64),
-        }));
+        self.log.emit(LocalEvent::Call {
+            instance: self.instance.clone(),
+            endpoint: e.endpoint,
+            attempt: e.attempt,
+            started_ms: crate::clock::epoch_millis_f64(e.started_at),
+            waited_ms: e.waited.as_secs_f64() * 1000.0,
+            took_ms: e.took.as_secs_f64() * 1000.0,
+            status: e.status,
+            cooldown_ms: e.cooldown.map(|d| d.as_millis() as u64),
+        });
     }
 }
 
@@ -238,8 +224,11 @@ pub async fn run(
                     _ = tick.tick() => {}
                     _ = stop.changed() => break,
                 }
-                let on_pass = |pass: &crate::drainer::PassReport| {
-                    log.emit(json!({"type": "drain_pass", "instance": instance, "pass": pass}));
+                let on_pass = |pass: &PassReport| {
+                    log.emit(LocalEvent::DrainPass {
+                        instance: instance.clone(),
+                        pass: pass.clone(),
+                    });
                 };
                 let hooks = crate::drainer::DrainHooks {
                     on_pass: Some(&on_pass),
@@ -261,8 +250,11 @@ pub async fn run(
                     }
                 };
                 match report {
-                    Ok(report) => log.emit(json!({"type": "drain", "instance": instance,
-                        "billed_ms": started.elapsed().as_secs_f64() * 1000.0, "report": report})),
+                    Ok(report) => log.emit(LocalEvent::Drain {
+                        instance: instance.clone(),
+                        billed_ms: started.elapsed().as_secs_f64() * 1000.0,
+                        report,
+                    }),
                     Err(e) => tracing::error!(error = %e, "local: drainer run failed"),
                 }
             }
@@ -270,15 +262,19 @@ pub async fn run(
         .await?;
     }
     let probe_queue = environment(format!("{}/probe", opts.name)).await?.queue;
-    log.emit(
-        json!({"type": "started", "process": opts.name, "concurrency": opts.concurrency,
-        "gate": match opts.gate { GateScope::Shared => "shared", GateScope::PerInstance => "per-instance" }}),
-    );
+    log.emit(LocalEvent::Started {
+        process: opts.name.clone(),
+        concurrency: opts.concurrency,
+        gate: opts.gate,
+    });
     let why = wait_for_stop(&opts, &activity, &probe_queue).await;
     tracing::info!(why, "local: stopping; in-flight batches finish first");
     let _ = stop_tx.send(true);
     while tasks.join_next().await.is_some() {}
-    log.emit(json!({"type": "stopped", "process": opts.name, "why": why}));
+    log.emit(LocalEvent::Stopped {
+        process: opts.name.clone(),
+        why: why.to_owned(),
+    });
     Ok(())
 }
 
@@ -571,22 +567,131 @@ impl Poller {
                 }
             }
         }
-        self.log.emit(json!({
-            "type": "batch",
-            "instance": self.instance,
-            "function": self.function,
-            "received": messages.len(),
-            "batch_item_failures": failed.len(),
-            "not_deleted": not_deleted,
-            "billed_ms": billed_ms,
-            "summary": summary,
-        }));
+        self.log.emit(LocalEvent::Batch {
+            instance: self.instance.clone(),
+            function: self.function.to_owned(),
+            received: messages.len(),
+            batch_item_failures: failed.len(),
+            not_deleted,
+            billed_ms,
+            summary,
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::sqs::BatchSummary;
+    use crate::drainer::DrainReport;
+    use crate::law::Endpoint;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lines").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn event_lines_read_back_as_they_were_emitted() {
+        let pass = PassReport {
+            claimed: 3,
+            succeeded: 2,
+            failed: 1,
+            alert_delivered: Some(true),
+            ..PassReport::default()
+        };
+        let events = [
+            LocalEvent::Call {
+                instance: "p1/detail-1".into(),
+                endpoint: Endpoint::Detail,
+                attempt: 1,
+                started_ms: 1_764_000_000_000.5,
+                waited_ms: 12.25,
+                took_ms: 30.0,
+                status: Some(429),
+                cooldown_ms: Some(60_000),
+            },
+            LocalEvent::Call {
+                instance: "p1/search-1".into(),
+                endpoint: Endpoint::Search,
+                attempt: 2,
+                started_ms: 1_764_000_000_001.0,
+                waited_ms: 0.0,
+                took_ms: 1.5,
+                status: None,
+                cooldown_ms: None,
+            },
+            LocalEvent::Batch {
+                instance: "p1/detail-1".into(),
+                function: "detail".into(),
+                received: 10,
+                batch_item_failures: 1,
+                not_deleted: 0,
+                billed_ms: 812.5,
+                summary: BatchSummary {
+                    done: 8,
+                    parked: 1,
+                    returned: 1,
+                    ..BatchSummary::default()
+                },
+            },
+            LocalEvent::DrainPass {
+                instance: "p1/drainer".into(),
+                pass: pass.clone(),
+            },
+            LocalEvent::Drain {
+                instance: "p1/drainer".into(),
+                billed_ms: 40.0,
+                report: DrainReport::Ran { passes: vec![pass] },
+            },
+            LocalEvent::Drain {
+                instance: "p1/drainer".into(),
+                billed_ms: 1.0,
+                report: DrainReport::Busy,
+            },
+            LocalEvent::Started {
+                process: "p1".into(),
+                concurrency: 2,
+                gate: GateScope::PerInstance,
+            },
+            LocalEvent::Stopped {
+                process: "p1".into(),
+                why: "idle".into(),
+            },
+        ];
+        let out = Lines::default();
+        let log = EventLog::new(Box::new(out.clone()));
+        for e in &events {
+            log.emit(e.clone());
+        }
+        let text = String::from_utf8(out.0.lock().expect("lines").clone()).expect("UTF-8");
+        let read: Vec<EventLine> = text
+            .lines()
+            .map(|l| EventLine::parse(l).expect("an event line reads"))
+            .collect();
+        assert_eq!(
+            read.iter().map(|l| &l.event).collect::<Vec<_>>(),
+            events.iter().collect::<Vec<_>>()
+        );
+        assert!(read.iter().all(|l| l.at_ms > 1_700_000_000_000.0), "{text}");
+        // Each line is one flat object: its kind under `type`, its fields and `at_ms` beside it.
+        for (line, e) in text.lines().zip(&events) {
+            let v: Value = serde_json::from_str(line).expect("JSON");
+            let mut expected = serde_json::to_value(e).expect("json");
+            expected["at_ms"] = v["at_ms"].clone();
+            assert_eq!(v, expected, "{line}");
+            assert!(v["type"].is_string(), "{line}");
+        }
+    }
 
     #[test]
     fn queue_arns_come_from_the_url_and_region() {

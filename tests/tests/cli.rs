@@ -96,7 +96,11 @@ async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
     let (ok, stdout, _) = lawsync(&env, &["queue", "dead", "--json"], "").await;
     assert!(ok);
     let dead: Value = serde_json::from_str(&stdout).expect("JSON");
-    assert_eq!(dead[0]["id"], "INVALID:bad", "{dead}");
+    assert_eq!(
+        dead[0]["id"],
+        format!("{}:bad", lawsync::queue::JobKind::Invalid),
+        "{dead}"
+    );
     assert_eq!(dead[0]["job"]["payload"]["body"], "not json", "{dead}");
     let _ = std::fs::remove_dir_all(&env.docs);
 }
@@ -319,7 +323,7 @@ async fn a_terminated_drainer_hands_back_its_jobs_and_frees_the_lock() {
     let conn = Topology::Standalone.connect().await;
     let queue = lawsync::queue::RetryQueue::new(conn.clone(), &ns);
     for i in 0..10 {
-        let job = lawsync::app::jobs::detail_job(&(700 + i).to_string());
+        let job = lawsync::queue::Job::detail(&(700 + i).to_string());
         let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
         queue
             .enqueue_due_in(&job, std::time::Duration::ZERO, note)

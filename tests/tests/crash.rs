@@ -31,10 +31,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lawsync::app::jobs::detail_job;
+use lawsync::app::sqs::BatchSummary;
 use lawsync::documents::S3Documents;
 use lawsync::keys::QueueKeys;
-use lawsync::queue::{Backoff, ErrorNote, Job, RetryQueue};
+use lawsync::local_events::{EventLine, LocalEvent};
+use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
 use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env, unique_oc};
@@ -595,7 +596,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     for (i, p) in corpus.iter().enumerate() {
         if i % 50 == 7 {
             let id = format!("bad-{i}");
-            let job = Job::new("DETAIL", id.clone(), json!({ "id": id }));
+            let job = Job::detail(&id);
             bad.insert(job.id());
             queue
                 .enqueue(&job, None, ErrorNote::now("seeded", "seeded", None))
@@ -604,7 +605,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
         }
         queue
             .enqueue(
-                &detail_job(&p.id.to_string()),
+                &Job::detail(&p.id.to_string()),
                 None,
                 ErrorNote::now("seeded", "seeded", None),
             )
@@ -613,7 +614,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     }
     let by_job: BTreeMap<String, &Precedent> = corpus
         .iter()
-        .map(|p| (detail_job(&p.id.to_string()).id(), p))
+        .map(|p| (Job::detail(&p.id.to_string()).id(), p))
         .collect();
     tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -687,7 +688,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
         for (i, a) in run.iter().enumerate() {
             if fetched(a) {
                 let item = a.item.clone().unwrap_or_default();
-                if held_by_dead.contains(&format!("DETAIL:{item}")) {
+                if held_by_dead.contains(&Job::detail(&item).id()) {
                     taken_from_dead.push(format!("run {k} fetched {item}, leased by a killed drainer"));
                 }
                 fetches.entry(item).or_default().push((k, from + i));
@@ -725,7 +726,7 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
             }
             (Ending::Killed, None) => "start-up, before the claim",
             (Ending::Killed, Some(last)) => {
-                let job = format!("DETAIL:{}", last.item.clone().unwrap_or_default());
+                let job = Job::detail(&last.item.clone().unwrap_or_default()).id();
                 let key = by_job.get(&job).map(|p| doc_key(p)).unwrap_or_default();
                 let stored_now =
                     versions.get(&key).map_or(0, Vec::len) > versions_before.get(&key).map_or(0, Vec::len);
@@ -1062,7 +1063,11 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             .send()
             .await
             .expect("send");
-        invalid.insert(format!("INVALID:{}", out.message_id().expect("message id")));
+        invalid.insert(format!(
+            "{}:{}",
+            JobKind::Invalid,
+            out.message_id().expect("message id")
+        ));
     }
 
     // Killed workers run no drainer (what they park waits in the retry queue); the clean
@@ -1102,18 +1107,25 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         }
         a
     };
-    let events_of = |tag: &str| -> Vec<Value> {
+    let events_of = |tag: &str| -> Vec<LocalEvent> {
         let text = std::fs::read_to_string(rig.dir.join(format!("{tag}.jsonl"))).unwrap_or_default();
         assert!(!text.contains(OC), "the key reached the event lines of {tag}");
         text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| EventLine::parse(l).ok().map(|l| l.event))
             .collect()
     };
-    let sum = |lines: &[Value], field: &str| -> u64 {
-        lines
+    // The summary of each batch line.
+    let batches_in = |events: &[LocalEvent]| -> Vec<BatchSummary> {
+        events
             .iter()
-            .map(|b| b["summary"][field].as_u64().unwrap_or(0))
-            .sum()
+            .filter_map(|e| match e {
+                LocalEvent::Batch { summary, .. } => Some(summary.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let sum = |batches: &[BatchSummary], field: fn(&BatchSummary) -> u32| -> u64 {
+        batches.iter().map(|b| u64::from(field(b))).sum()
     };
 
     let mut rows = Vec::new();
@@ -1162,10 +1174,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         for id in &touched {
             *taken_up.entry(id.clone()).or_default() += 1;
         }
-        let batches: Vec<Value> = events_of(&tag)
-            .into_iter()
-            .filter(|e| e["type"] == "batch")
-            .collect();
+        let batches = batches_in(&events_of(&tag));
         let (visible, in_flight) = sqs_depth(&sqs, &detail_url).await;
         let versions = rig.versions().await;
         let state = QueueState::read(&rig.conn, &keys).await;
@@ -1181,7 +1190,7 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             .iter()
             .filter(|p| {
                 !versions.contains_key(&doc_key(p))
-                    && !state.live.contains(&detail_job(&p.id.to_string()).id())
+                    && !state.live.contains(&Job::detail(&p.id.to_string()).id())
             })
             .count() as u64;
         let invalid_left = invalid.iter().filter(|id| !state.dead.contains(*id)).count() as u64;
@@ -1197,8 +1206,8 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
             calls: run.len(),
             taken_up: touched.len(),
             batches_done: batches.len(),
-            done: sum(&batches, "done"),
-            parked: sum(&batches, "parked"),
+            done: sum(&batches, |b| b.done),
+            parked: sum(&batches, |b| b.parked),
             visible,
             in_flight,
             retry_live: state.live.len(),
@@ -1252,15 +1261,13 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
         }
     }
     let clean_events = events_of(tag);
-    let clean_batches: Vec<Value> = clean_events
-        .iter()
-        .filter(|e| e["type"] == "batch")
-        .cloned()
-        .collect();
+    let clean_batches = batches_in(&clean_events);
     let drained: u64 = clean_events
         .iter()
-        .filter(|e| e["type"] == "drain_pass")
-        .map(|e| e["pass"]["succeeded"].as_u64().unwrap_or(0))
+        .map(|e| match e {
+            LocalEvent::DrainPass { pass, .. } => u64::from(pass.succeeded),
+            _ => 0,
+        })
         .sum();
 
     // The verdict.
@@ -1299,8 +1306,8 @@ async fn kill_the_detail_worker(kills: usize, messages: usize) {
     eprintln!(
         "the clean worker: {} batches ({} done, {} parked), its drainer {} jobs; SQS afterwards: {visible} visible, {in_flight} in flight",
         clean_batches.len(),
-        sum(&clean_batches, "done"),
-        sum(&clean_batches, "parked"),
+        sum(&clean_batches, |b| b.done),
+        sum(&clean_batches, |b| b.parked),
         drained
     );
     eprintln!(
@@ -1384,12 +1391,12 @@ fn the_checks_catch_what_they_look_for() {
     let v = refetch_violations(&fetches, |_, i| last_calls_of_killed.contains(&i));
     assert_eq!(v, ["100001 fetched in runs [0, 1]"]);
 
-    let one = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+    let one = |ids: &[&str]| ids.iter().map(|id| Job::detail(id).id()).collect::<BTreeSet<_>>();
     let state = QueueState {
-        live: one(&["DETAIL:1"]),
-        waiting: one(&["DETAIL:1"]),
-        leased: one(&["DETAIL:1"]),
-        jobs: one(&["DETAIL:1", "DETAIL:2"]),
+        live: one(&["1"]),
+        waiting: one(&["1"]),
+        leased: one(&["1"]),
+        jobs: one(&["1", "2"]),
         ..QueueState::default()
     };
     let bad = state.inconsistencies();
@@ -1401,8 +1408,10 @@ fn the_checks_catch_what_they_look_for() {
         format!(r#"{{"fields":{{"message":"law.go.kr call failed","kind":"gate_wait_too_long"}},{span}}}"#),
         format!(r#"{{"fields":{{"message":"parked in the retry queue"}},{span}}}"#),
         format!(r#"{{"fields":{{"message":"detail: stored"}},{span}}}"#),
-        r#"{"fields":{"message":"detail: stored"},"span":{"id":"DETAIL:100001","name":"drainer.job"}}"#
-            .to_owned(),
+        format!(
+            r#"{{"fields":{{"message":"detail: stored"}},"span":{{"id":"{}","name":"drainer.job"}}}}"#,
+            Job::detail("100001").id()
+        ),
     ]
     .join("\n");
     assert_eq!(handlings_in(&log), BTreeMap::from([("100001".to_owned(), 2)]));

@@ -311,7 +311,7 @@ async fn run(kind: &str, fault: Fault, span: Span, path: Path) -> (Outcome, Stri
             [s.done, s.parked, s.permanent, s.invalid]
         }
         Path::Drainer => {
-            let job = lawsync::app::jobs::detail_job(&id);
+            let job = lawsync::queue::Job::detail(&id);
             let note = ErrorNote::now("http_status", "HTTP 503", Some(503));
             c.deps
                 .queue

@@ -12,7 +12,7 @@ use lawsync::app::sqs::{MessageKind, handle_batch};
 use lawsync::config::Config;
 use lawsync::documents::{DocumentStore, LocalDir, S3Documents};
 use lawsync::drainer::DrainReport;
-use lawsync::queue::RetryQueue;
+use lawsync::queue::{Job, JobKind, RetryQueue};
 use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
 use lawsync_tests::capture::capture_global;
 use lawsync_tests::leaks::{assert_nowhere, redis_text};
@@ -99,7 +99,7 @@ impl Rig {
     /// Parks a detail job, due at once, as a failed attempt would.
     async fn park_detail(&self, id: &str) {
         let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
-        let job = lawsync::app::jobs::detail_job(id);
+        let job = Job::detail(id);
         self.deps
             .queue
             .enqueue_due_in(&job, Duration::ZERO, note)
@@ -484,15 +484,13 @@ async fn a_mixed_batch_reports_exactly_the_right_failures() {
     let dead = r.deps.queue.dead(10).await.expect("dead");
     let mut ids: Vec<&str> = dead.iter().map(|d| d.id.as_str()).collect();
     ids.sort_unstable();
+    let invalid_bad = format!("{}:bad", JobKind::Invalid);
     assert_eq!(
         ids,
-        ["DETAIL:32", "INVALID:bad"],
+        [Job::detail("32").id(), invalid_bad.clone()],
         "the 403 and the bad body are recorded, not lost"
     );
-    let bad = dead
-        .iter()
-        .find(|d| d.id == "INVALID:bad")
-        .expect("bad body kept");
+    let bad = dead.iter().find(|d| d.id == invalid_bad).expect("bad body kept");
     assert!(
         bad.last_error
             .as_ref()
@@ -533,7 +531,7 @@ async fn a_long_retry_after_parks_the_job_and_the_drainer_completes_it() {
     let _: () = redis::cmd("ZADD")
         .arg(&r.ns.queue().waiting)
         .arg(0)
-        .arg("DETAIL:44")
+        .arg(Job::detail("44").id())
         .query_async(&mut conn)
         .await
         .expect("due now");
@@ -604,7 +602,7 @@ async fn a_gate_cooldown_in_a_long_drainer_run_is_not_an_attempt() {
     r.park_detail("62").await;
     let mut conn = Topology::Standalone.connect().await;
     let q = r.ns.queue();
-    for id in ["DETAIL:61", "DETAIL:62"] {
+    for id in ["61", "62"].map(|id| Job::detail(id).id()) {
         let _: () = redis::cmd("HSET")
             .arg(&q.count)
             .arg(id)
@@ -668,7 +666,7 @@ async fn a_new_message_for_a_dead_letter_revives_it() {
     )
     .await;
     let r = rig(&up, Docs::Folder).await;
-    let job = lawsync::app::jobs::detail_job("71");
+    let job = Job::detail("71");
     let old = lawsync::queue::ErrorNote::now("http_status", "HTTP 503 last week", Some(503));
     let old_at = old.at_ms;
     r.deps.queue.record_dead(&job, old).await.expect("dead letter");
@@ -685,7 +683,7 @@ async fn a_new_message_for_a_dead_letter_revives_it() {
     assert_eq!((stats.depth, stats.dead), (1, 0), "{stats:?}");
     assert!(r.deps.queue.pending_alerts(5).await.expect("alerts").is_empty());
     let listed = r.deps.queue.list(5).await.expect("list");
-    assert_eq!(listed[0].id, "DETAIL:71");
+    assert_eq!(listed[0].id, Job::detail("71").id());
     assert_eq!(listed[0].retry_count, 0, "fresh attempts: {listed:?}");
     assert_eq!(
         listed[0].first_error_at_ms,
@@ -740,7 +738,7 @@ async fn an_unusable_gate_in_a_drainer_run_is_not_an_attempt() {
     let mut conn = Topology::Standalone.connect().await;
     let _: () = redis::cmd("HSET")
         .arg(&r.ns.queue().count)
-        .arg("DETAIL:63")
+        .arg(Job::detail("63").id())
         .arg(29)
         .query_async(&mut conn)
         .await

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use lawsync::local_events::{EventLine, LocalEvent};
 use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig};
 use lawsync_tests::servers::{
     LawsyncEnv, Topology, create_queues, moto_sdk, queue_depth, unique_env, unique_oc,
 };
-use serde_json::Value;
 
 const OC: &str = "oc-SECRET-local7730";
 const FROM: &str = "20260105";
@@ -104,11 +104,11 @@ impl Rig {
         self.run(&args, Duration::from_secs(120)).await
     }
 
-    fn events(&self) -> Vec<Value> {
+    fn events(&self) -> Vec<LocalEvent> {
         let text = std::fs::read_to_string(&self.events).unwrap_or_default();
         assert!(!text.contains(OC), "the key reached the event lines");
         text.lines()
-            .map(|l| serde_json::from_str(l).expect("an event line is JSON"))
+            .map(|l| EventLine::parse(l).expect("an event line is JSON").event)
             .collect()
     }
 
@@ -205,8 +205,18 @@ async fn a_sync_runs_to_completion_like_on_aws(topology: Topology) {
         "the shared gate let calls break the rule: {broken:?}"
     );
     let events = rig.events();
-    let kind = |t: &'static str| events.iter().filter(move |e| e["type"] == t);
-    let calls: Vec<&Value> = kind("call").collect();
+    // (instance, cooldown_ms) of each call line.
+    let calls: Vec<(&str, Option<u64>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            LocalEvent::Call {
+                instance,
+                cooldown_ms,
+                ..
+            } => Some((instance.as_str(), *cooldown_ms)),
+            _ => None,
+        })
+        .collect();
     assert_eq!(
         calls.len(),
         arrivals.len(),
@@ -215,27 +225,37 @@ async fn a_sync_runs_to_completion_like_on_aws(topology: Topology) {
     assert!(
         calls
             .iter()
-            .any(|c| c["cooldown_ms"].as_u64().is_some_and(|ms| ms >= 1000))
+            .any(|(_, cooldown_ms)| cooldown_ms.is_some_and(|ms| ms >= 1000))
     );
-    let instances: std::collections::BTreeSet<&str> =
-        calls.iter().filter_map(|c| c["instance"].as_str()).collect();
+    let instances: std::collections::BTreeSet<&str> = calls.iter().map(|(instance, _)| *instance).collect();
     assert!(
         instances.len() >= 2,
         "one environment did everything: {instances:?}"
     );
-    let parked: u64 = kind("batch")
-        .map(|b| b["summary"]["parked"].as_u64().unwrap_or(0))
+    let parked: u64 = events
+        .iter()
+        .map(|e| match e {
+            LocalEvent::Batch { summary, .. } => u64::from(summary.parked),
+            _ => 0,
+        })
         .sum();
-    let drained: u64 = kind("drain_pass")
-        .map(|d| d["pass"]["succeeded"].as_u64().unwrap_or(0))
+    let drained: u64 = events
+        .iter()
+        .map(|e| match e {
+            LocalEvent::DrainPass { pass, .. } => u64::from(pass.succeeded),
+            _ => 0,
+        })
         .sum();
     assert!(
         parked >= 1 && drained >= parked,
         "parked {parked}, drained {drained}"
     );
     assert_eq!(
-        kind("stopped").next().map(|s| s["why"].clone()),
-        Some("idle".into())
+        events.iter().find_map(|e| match e {
+            LocalEvent::Stopped { why, .. } => Some(why.as_str()),
+            _ => None,
+        }),
+        Some("idle")
     );
 }
 
@@ -295,17 +315,16 @@ async fn reported_failures_are_left_on_the_queue_for_redelivery() {
     assert!(out.status.success(), "{:?}", out.status);
     assert!(!String::from_utf8_lossy(&out.stderr).contains(OC));
 
-    let batches: Vec<Value> = rig
+    let batches: Vec<LocalEvent> = rig
         .events()
         .into_iter()
-        .filter(|e| e["type"] == "batch")
+        .filter(|e| matches!(e, LocalEvent::Batch { .. }))
         .collect();
     assert!(batches.len() >= 2, "not redelivered: {batches:?}");
-    assert!(
-        batches
-            .iter()
-            .all(|b| b["batch_item_failures"] == 1 && b["summary"]["returned"] == 1)
-    );
+    assert!(batches.iter().all(|b| matches!(
+        b,
+        LocalEvent::Batch { batch_item_failures: 1, summary, .. } if summary.returned == 1
+    )));
     assert!(
         upstream.arrivals().is_empty(),
         "no time was left, yet law.go.kr was called"

@@ -2,6 +2,7 @@
 //! header and its script cannot drift apart unnoticed, and every branch of the state
 //! include (versions, damage, a missing state) is driven on real Redis.
 
+use lawsync::queue::{Job, JobKind};
 use lawsync_tests::servers::{Topology, unique_ns};
 use redis::Script;
 
@@ -642,10 +643,12 @@ async fn queue_enqueue_follows_its_header() {
     for topo in Topology::ALL {
         let mut conn = topo.connect().await;
         let k = unique_ns("lua").queue();
+        let job = Job::new(JobKind::Detail, "1", serde_json::json!({}));
+        let (id, job) = (job.id(), serde_json::to_string(&job).expect("json"));
         let call = |id: &str| {
             let mut s = lawsync::lua::QUEUE_ENQUEUE.prepare(&k);
             s.arg(id)
-                .arg(r#"{"type":"DETAIL","identity":"1","payload":{}}"#)
+                .arg(&job)
                 .arg(1000)
                 .arg(r#"[{"atMs":1,"kind":"a","message":"new"}]"#)
                 .arg(r#"[{"atMs":2,"kind":"revived","message":"r"},{"atMs":3,"kind":"a","message":"again"}]"#)
@@ -653,32 +656,29 @@ async fn queue_enqueue_follows_its_header() {
                 .arg("");
             s
         };
-        let (status, due, id): (i64, i64, String) =
-            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
-        assert_eq!((status, id.as_str()), (1, "DETAIL:1"), "{topo:?}");
+        let (status, due, id): (i64, i64, String) = call(&id).invoke_async(&mut conn).await.expect("enqueue");
+        assert_eq!((status, id.as_str()), (1, id.as_str()), "{topo:?}");
         assert!(due > 0);
-        let (status, due, _): (i64, i64, String) =
-            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
+        let (status, due, _): (i64, i64, String) = call(&id).invoke_async(&mut conn).await.expect("enqueue");
         assert_eq!((status, due), (0, 0), "{topo:?}: already queued");
         let _: () = redis::pipe()
             .cmd("ZREM")
             .arg(&k.waiting)
-            .arg("DETAIL:1")
+            .arg(&id)
             .ignore()
             .cmd("ZADD")
             .arg(&k.dead)
             .arg(1)
-            .arg("DETAIL:1")
+            .arg(&id)
             .ignore()
             .query_async(&mut conn)
             .await
             .expect("make it dead");
-        let (status, _, _): (i64, i64, String) =
-            call("DETAIL:1").invoke_async(&mut conn).await.expect("enqueue");
+        let (status, _, _): (i64, i64, String) = call(&id).invoke_async(&mut conn).await.expect("enqueue");
         assert_eq!(status, 3, "{topo:?}: revived");
         let history: String = redis::cmd("HGET")
             .arg(&k.errors)
-            .arg("DETAIL:1")
+            .arg(&id)
             .query_async(&mut conn)
             .await
             .expect("errors");

@@ -44,11 +44,12 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lawsync::queue::{Backoff, ErrorNote, RetryQueue};
+use lawsync::drainer::PassReport;
+use lawsync::local_events::{EventLine, LocalEvent};
+use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn, Secret};
 use lawsync_tests::lookalike::{Arrival, Lookalike, LookalikeConfig};
 use lawsync_tests::servers::{LawsyncEnv, OwnRedis, create_queues, moto_sdk, queue_depth, unique_env};
-use serde_json::Value;
 
 const OC: &str = "oc-SECRET-outage5521";
 /// The gate's interval; the look-alike's rule is [`RULE_MS`], below it by more than the
@@ -186,11 +187,11 @@ impl Rig {
             + queue_depth(&self.sqs, &self.detail_url).await.expect("depth")
     }
 
-    fn events(&self) -> Vec<Value> {
+    fn events(&self) -> Vec<EventLine> {
         let text = std::fs::read_to_string(&self.events).unwrap_or_default();
         assert!(!text.contains(OC), "the key reached the event lines");
         text.lines()
-            .map(|l| serde_json::from_str(l).expect("an event line is JSON"))
+            .map(|l| EventLine::parse(l).expect("an event line is JSON"))
             .collect()
     }
 
@@ -284,15 +285,23 @@ struct Call {
     status: Option<u64>,
 }
 
-fn calls(events: &[Value]) -> Vec<Call> {
+fn calls(events: &[EventLine]) -> Vec<Call> {
     events
         .iter()
-        .filter(|e| e["type"] == "call")
-        .map(|e| Call {
-            endpoint: e["endpoint"].as_str().unwrap_or("?").to_owned(),
-            started_ms: e["started_ms"].as_f64().expect("started_ms"),
-            took_ms: e["took_ms"].as_f64().expect("took_ms"),
-            status: e["status"].as_u64(),
+        .filter_map(|e| match &e.event {
+            LocalEvent::Call {
+                endpoint,
+                started_ms,
+                took_ms,
+                status,
+                ..
+            } => Some(Call {
+                endpoint: endpoint.name().to_owned(),
+                started_ms: *started_ms,
+                took_ms: *took_ms,
+                status: status.map(u64::from),
+            }),
+            _ => None,
         })
         .collect()
 }
@@ -379,28 +388,36 @@ fn rule_breaks(what: &str, arrivals: &[Arrival], gone_ms: f64, back_ms: f64) -> 
 /// Batch lines: each accounts for every message it received, failures are exactly the
 /// messages returned, every delete went through, and no message became a dead letter.
 /// Returns (batches, batch item failures) in `[from_ms, to_ms)`, and the run's totals.
-fn check_batches(events: &[Value], from_ms: f64, to_ms: f64) -> (BatchFigures, BatchFigures) {
+fn check_batches(events: &[EventLine], from_ms: f64, to_ms: f64) -> (BatchFigures, BatchFigures) {
     let mut window = BatchFigures::default();
     let mut total = BatchFigures::default();
-    for b in events.iter().filter(|e| e["type"] == "batch") {
-        let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count in {b}"));
-        let s = &b["summary"];
+    for b in events {
+        let LocalEvent::Batch {
+            received,
+            batch_item_failures,
+            not_deleted,
+            summary: s,
+            ..
+        } = &b.event
+        else {
+            continue;
+        };
         let (done, parked, permanent, invalid, returned) = (
-            n(&s["done"]),
-            n(&s["parked"]),
-            n(&s["permanent"]),
-            n(&s["invalid"]),
-            n(&s["returned"]),
+            u64::from(s.done),
+            u64::from(s.parked),
+            u64::from(s.permanent),
+            u64::from(s.invalid),
+            u64::from(s.returned),
         );
         assert_eq!(
-            n(&b["received"]),
+            *received as u64,
             done + parked + permanent + invalid + returned,
-            "a batch lost track of a message: {b}"
+            "a batch lost track of a message: {b:?}"
         );
-        assert_eq!(n(&b["batch_item_failures"]), returned, "{b}");
-        assert_eq!(n(&b["not_deleted"]), 0, "a delete failed: {b}");
-        assert_eq!(permanent + invalid, 0, "a message became a dead letter: {b}");
-        let at = b["at_ms"].as_f64().expect("at_ms");
+        assert_eq!(*batch_item_failures as u64, returned, "{b:?}");
+        assert_eq!(*not_deleted, 0, "a delete failed: {b:?}");
+        assert_eq!(permanent + invalid, 0, "a message became a dead letter: {b:?}");
+        let at = b.at_ms;
         let inside = at >= from_ms && at < to_ms;
         for f in [Some(&mut total), inside.then_some(&mut window)]
             .into_iter()
@@ -452,22 +469,15 @@ async fn redis_goes_down_mid_run_and_comes_back(outage: Outage, down_for: Durati
     let queue = rig.queue(&redis).await;
     let note = || ErrorNote::now("http_status", "HTTP 503 (seeded)", Some(503));
     for id in &due {
-        queue
-            .enqueue(&lawsync::app::jobs::detail_job(id), None, note())
-            .await
-            .expect("seed");
+        queue.enqueue(&Job::detail(id), None, note()).await.expect("seed");
     }
     for id in &later {
         queue
-            .enqueue(
-                &lawsync::app::jobs::detail_job(id),
-                Some(Duration::from_secs(3600)),
-                note(),
-            )
+            .enqueue(&Job::detail(id), Some(Duration::from_secs(3600)), note())
             .await
             .expect("seed");
     }
-    let later_ids: BTreeSet<String> = later.iter().map(|id| format!("DETAIL:{id}")).collect();
+    let later_ids: BTreeSet<String> = later.iter().map(|id| Job::detail(id).id()).collect();
     rig.send(
         &rig.search_url,
         &[format!(
@@ -512,9 +522,12 @@ async fn redis_goes_down_mid_run_and_comes_back(outage: Outage, down_for: Durati
     // (d) Right after the restart, from the AOF: every entry is still there or done.
     let queue = rig.queue(&redis).await;
     let after = live(&queue).await;
+    let detail_prefix = format!("{}:", JobKind::Detail);
     let lost: Vec<&String> = before
         .keys()
-        .filter(|id| !after.contains_key(*id) && !rig.done(id.strip_prefix("DETAIL:").unwrap_or(id)))
+        .filter(|id| {
+            !after.contains_key(*id) && !rig.done(id.strip_prefix(detail_prefix.as_str()).unwrap_or(id))
+        })
         .collect();
     assert!(
         lost.is_empty(),
@@ -588,16 +601,15 @@ async fn redis_goes_down_mid_run_and_comes_back(outage: Outage, down_for: Durati
         .map(|a| a.at_ms)
         .expect("a call after the restart");
     let drainer_errors = log.matches("local: drainer run failed").count();
-    let drained: u64 = events
+    let passes: Vec<&PassReport> = events
         .iter()
-        .filter(|e| e["type"] == "drain_pass")
-        .map(|e| e["pass"]["succeeded"].as_u64().unwrap_or(0))
-        .sum();
-    let reclaimed: u64 = events
-        .iter()
-        .filter(|e| e["type"] == "drain_pass")
-        .map(|e| e["pass"]["reclaimed"].as_u64().unwrap_or(0))
-        .sum();
+        .filter_map(|e| match &e.event {
+            LocalEvent::DrainPass { pass, .. } => Some(pass),
+            _ => None,
+        })
+        .collect();
+    let drained: u64 = passes.iter().map(|p| u64::from(p.succeeded)).sum();
+    let reclaimed: u64 = passes.iter().map(|p| u64::from(p.reclaimed)).sum();
     eprintln!(
         "outage figures ({what}, Redis with appendonly yes / appendfsync always):\n\
          \x20 work                               {} precedents ({} via 1 search message, {} detail messages, {} retry entries due now, {} detail messages sent while Redis was down) + {} retry entries due in 1 h\n\

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use lawsync::Namespace;
-use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, RetryQueue, Settled};
+use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, JobKind, RetryQueue, Settled};
 use lawsync_tests::servers::{Topology, unique_ns};
 use serde_json::json;
 
@@ -22,7 +22,7 @@ async fn queue(topo: Topology, ns: &Namespace, backoff: Backoff) -> RetryQueue {
 }
 
 fn detail(id: u32) -> Job {
-    Job::new("DETAIL", id.to_string(), json!({ "id": id.to_string() }))
+    Job::detail(&id.to_string())
 }
 
 fn note(text: &str) -> ErrorNote {
@@ -44,7 +44,9 @@ async fn enqueue_is_idempotent_per_job() {
         q.enqueue(&detail(2), None, note("c")).await.expect("enqueue");
         let stats = q.stats().await.expect("stats");
         assert_eq!(stats.depth, 2, "{topo:?}: {stats:?}");
-        let bad = Job::new("detail", "1", json!({}));
+        let lower = JobKind::Detail.as_str().to_lowercase();
+        let bad: Job = serde_json::from_value(json!({ "type": lower, "identity": "1", "payload": {} }))
+            .expect("a lower-case type reads");
         assert!(
             q.enqueue(&bad, None, note("x")).await.is_err(),
             "{topo:?}: lower-case type accepted"
@@ -71,14 +73,14 @@ async fn due_entries_come_oldest_first_failure_first_and_never_early() {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let early = q.claim(10, LEASE).await.expect("claim");
         let ids: Vec<&str> = early.entries.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["DETAIL:2"], "{topo:?}: only Q is due");
+        assert_eq!(ids, [detail(2).id()], "{topo:?}: only Q is due");
         q.release(&early.entries[0]).await.expect("release");
         tokio::time::sleep(Duration::from_millis(1600)).await;
         let both = q.claim(10, LEASE).await.expect("claim");
         let ids: Vec<&str> = both.entries.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(
             ids,
-            ["DETAIL:1", "DETAIL:2"],
+            [detail(1).id(), detail(2).id()],
             "{topo:?}: oldest first failure first"
         );
         assert_eq!(both.entries[0].job, detail(1));
@@ -209,8 +211,8 @@ async fn failures_reschedule_with_history_then_dead_letter_and_redrive() {
             dead[0].last_error.as_ref().map(|e| e.message.as_str()),
             Some("round 3")
         );
-        assert_eq!(q.redrive(Some("DETAIL:404"), 10).await.expect("redrive"), 0);
-        assert_eq!(q.redrive(Some("DETAIL:3"), 10).await.expect("redrive"), 1);
+        assert_eq!(q.redrive(Some(&detail(404).id()), 10).await.expect("redrive"), 0);
+        assert_eq!(q.redrive(Some(&detail(3).id()), 10).await.expect("redrive"), 1);
         tokio::time::sleep(Duration::from_millis(5)).await;
         let again = q.claim(1, LEASE).await.expect("claim").entries;
         assert_eq!(again.len(), 1, "{topo:?}: redriven entry is due now");
@@ -272,7 +274,7 @@ async fn an_unreadable_entry_is_dead_lettered_not_lost() {
         let mut conn = topo.connect().await;
         let _: () = redis::cmd("HSET")
             .arg(ns.queue().jobs)
-            .arg("DETAIL:5")
+            .arg(detail(5).id())
             .arg("{not json")
             .query_async(&mut conn)
             .await
@@ -280,7 +282,7 @@ async fn an_unreadable_entry_is_dead_lettered_not_lost() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let c = q.claim(5, LEASE).await.expect("claim");
         assert!(c.entries.is_empty());
-        assert_eq!(c.corrupt, ["DETAIL:5"], "{topo:?}");
+        assert_eq!(c.corrupt, [detail(5).id()], "{topo:?}");
         let dead = q.dead(5).await.expect("dead");
         assert_eq!(dead.len(), 1);
         assert_eq!(dead[0].job, None, "{topo:?}: shown as unreadable");
@@ -359,13 +361,13 @@ async fn entries_missing_a_part_are_neither_lost_nor_haunting() {
             .expect("enqueue");
         let _: () = redis::cmd("ZREM")
             .arg(&k.first)
-            .arg("DETAIL:1")
+            .arg(detail(1).id())
             .query_async(&mut conn)
             .await
             .expect("zrem");
         let _: () = redis::cmd("HDEL")
             .arg(&k.jobs)
-            .arg("DETAIL:2")
+            .arg(detail(2).id())
             .query_async(&mut conn)
             .await
             .expect("hdel");
@@ -374,12 +376,12 @@ async fn entries_missing_a_part_are_neither_lost_nor_haunting() {
         let ids: Vec<&str> = c.entries.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(
             ids,
-            ["DETAIL:1"],
+            [detail(1).id()],
             "{topo:?}: the entry without an index is still claimed"
         );
         assert_eq!(
             c.corrupt,
-            ["DETAIL:2"],
+            [detail(2).id()],
             "{topo:?}: the entry without a job is dead-lettered"
         );
         assert!(q.ack(&c.entries[0]).await.expect("ack"));
@@ -493,7 +495,7 @@ async fn a_leased_entry_that_lost_its_job_field_is_never_leased_twice() {
         let mut conn = topo.connect().await;
         let _: () = redis::cmd("HDEL")
             .arg(&ns.queue().jobs)
-            .arg("DETAIL:4")
+            .arg(detail(4).id())
             .query_async(&mut conn)
             .await
             .expect("lose the job field");
@@ -532,14 +534,14 @@ async fn the_longest_accepted_search_can_be_parked_dead_lettered_and_redriven() 
             display: Some(100),
         };
         assert!(req.params().is_ok(), "the handlers accept it");
-        lawsync::app::jobs::search_job(&req)
+        Job::search(&req)
     };
     let hangul = longest("가".repeat(200));
     let astral = longest("𝄞".repeat(200));
     let near = longest(format!("{}나", "가".repeat(199)));
     let id = hangul.id();
     assert!(
-        id.starts_with("SEARCH:20260101~20261231~가") && id.len() < 160,
+        id.starts_with(&format!("{}:20260101~20261231~가", JobKind::Search)) && id.len() < 160,
         "{id}"
     );
     assert_ne!(id, near.id(), "one name per job");

@@ -7,10 +7,12 @@
 //! Rust API. Prints `props NAME: N cases passed in T`; `PROPTEST_CASES` runs more.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use lawsync::keys::QueueKeys;
 use lawsync::lua;
+use lawsync::queue::Job;
 use lawsync_tests::servers::{Topology, unique_ns};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
@@ -27,8 +29,8 @@ const NUMBERS: [&str; 10] = [
     "nan",
     "9007199254740993",
 ];
-const IDS: [&str; 3] = ["DETAIL:1", "DETAIL:2", "DETAIL:3"];
-const JOB: &str = r#"{"type":"DETAIL","identity":"1","payload":{"id":"1"}}"#;
+static IDS: LazyLock<[String; 3]> = LazyLock::new(|| ["1", "2", "3"].map(|i| Job::detail(i).id()));
+static JOB: LazyLock<String> = LazyLock::new(|| serde_json::to_string(&Job::detail("1")).expect("json"));
 const NOTES: &str = r#"[{"atMs":1,"kind":"http_status","message":"HTTP 503","status":503}]"#;
 
 /// Every queue key's content, for before-and-after comparison.
@@ -60,7 +62,7 @@ fn consistent(snap: &BTreeMap<String, Vec<String>>, k: &QueueKeys) -> Result<(),
     let members = |key: &String| -> Vec<String> { snap[key].chunks(2).map(|p| p[0].clone()).collect() };
     let sets = [&k.waiting, &k.ready, &k.leased, &k.dead].map(members);
     let jobs: Vec<String> = snap[&k.jobs].chunks(2).map(|p| p[0].clone()).collect();
-    for id in IDS {
+    for id in IDS.iter() {
         let n = sets.iter().filter(|s| s.contains(&id.to_owned())).count();
         if n > 1 {
             return Err(format!("{id} in {n} sets"));
@@ -75,17 +77,17 @@ fn consistent(snap: &BTreeMap<String, Vec<String>>, k: &QueueKeys) -> Result<(),
 /// One call: the script and its arguments from the choices.
 async fn call(conn: &mut lawsync::RedisConn, k: &QueueKeys, c: [u8; 6]) -> redis::RedisResult<redis::Value> {
     let num = |i: u8| NUMBERS[usize::from(i) % NUMBERS.len()];
-    let id = IDS[usize::from(c[1]) % IDS.len()];
+    let id = IDS[usize::from(c[1]) % IDS.len()].as_str();
     let inv = match c[0] % 5 {
         0 => {
             let mut i = lua::QUEUE_ENQUEUE.prepare(k);
             let legacy = if c[4].is_multiple_of(3) {
-                IDS[usize::from(c[5]) % IDS.len()]
+                IDS[usize::from(c[5]) % IDS.len()].as_str()
             } else {
                 ""
             };
             i.arg(id)
-                .arg(JOB)
+                .arg(JOB.as_str())
                 .arg(num(c[2]))
                 .arg(NOTES)
                 .arg(NOTES)
@@ -117,7 +119,7 @@ async fn call(conn: &mut lawsync::RedisConn, k: &QueueKeys, c: [u8; 6]) -> redis
         }
         3 => {
             let mut i = lua::QUEUE_BURY.prepare(k);
-            i.arg(id).arg(JOB).arg(NOTES).arg(num(c[2])).arg("");
+            i.arg(id).arg(JOB.as_str()).arg(NOTES).arg(num(c[2])).arg("");
             i
         }
         _ => {

@@ -12,11 +12,13 @@ use lawsync::drainer::{DrainReport, Drainer, DrainerConfig, JobHandler, Outcome}
 use lawsync::keys::QueueKeys;
 use lawsync::law::BoxFuture;
 use lawsync::lock::RunnerLock;
-use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, RetryQueue, Settled};
+use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, JobKind, RetryQueue, Settled};
 use lawsync::{RedisConn, StoreError};
 use lawsync_tests::servers::{Topology, unique_ns};
 use redis::Script;
-use serde_json::json;
+
+/// One stored job of each kind, as this release and the previous one write them.
+const STORED_JOBS: &str = include_str!("../fixtures/jobs.jsonl");
 
 const V1_ENQUEUE: &str = include_str!("../fixtures/queue-v1/queue_enqueue.lua");
 const V1_CLAIM: &str = include_str!("../fixtures/queue-v1/queue_claim.lua");
@@ -106,7 +108,7 @@ fn note(text: &str) -> ErrorNote {
 }
 
 fn detail(id: u32) -> Job {
-    Job::new("DETAIL", id.to_string(), json!({ "id": id.to_string() }))
+    Job::detail(&id.to_string())
 }
 
 /// A search whose identity (144 bytes) the previous release named in full and this one
@@ -119,7 +121,32 @@ fn long_search() -> Job {
         page: None,
         display: None,
     };
-    lawsync::app::jobs::search_job(&req)
+    Job::search(&req)
+}
+
+/// The kinds' stored names are what stored state holds: each stored job reads as its kind
+/// (none as an unknown type) and is written back byte for byte.
+#[test]
+fn stored_jobs_read_as_their_kinds_and_write_back_unchanged() {
+    let jobs: Vec<Job> = STORED_JOBS
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a stored job reads"))
+        .collect();
+    let kinds: Vec<JobKind> = jobs.iter().map(|j| j.kind.clone()).collect();
+    assert_eq!(kinds, JobKind::KNOWN);
+    for (line, job) in STORED_JOBS.lines().zip(&jobs) {
+        assert_eq!(serde_json::to_string(job).expect("json"), line);
+    }
+    let window = lawsync::law::SearchRequest {
+        from: "20260101".into(),
+        to: "20260131".into(),
+        query: None,
+        page: None,
+        display: None,
+    };
+    assert_eq!(jobs[0], Job::search(&window));
+    assert_eq!(jobs[1], Job::detail("123"));
+    assert_eq!(jobs[1].id(), format!("{}:123", JobKind::Detail));
 }
 
 struct Done;
@@ -147,12 +174,12 @@ async fn state_written_by_the_previous_release_is_read_whole() {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let leased = v1.claim(2, 700).await;
         assert_eq!(leased.len(), 2);
-        let (dead_id, dead_token) = leased.iter().find(|(id, _)| id == "DETAIL:5").expect("5");
+        let (dead_id, dead_token) = leased.iter().find(|(id, _)| *id == detail(5).id()).expect("5");
         v1.kill(dead_id, dead_token).await;
         v1.enqueue(&detail(1), 0).await;
         v1.enqueue(&detail(2), 60_000).await;
         v1.enqueue(&long_search(), 0).await;
-        let legacy = format!("SEARCH:{}", long_search().identity);
+        let legacy = format!("{}:{}", JobKind::Search, long_search().identity);
         assert_ne!(long_search().id(), legacy, "the name differs in this release");
 
         let q = RetryQueue::new(conn.clone(), &ns).with_backoff(Backoff {
@@ -181,7 +208,7 @@ async fn state_written_by_the_previous_release_is_read_whole() {
         let claim = q.claim(10, Duration::from_secs(30)).await.expect("claim");
         let mut ids: Vec<&str> = claim.entries.iter().map(|e| e.id.as_str()).collect();
         ids.sort_unstable();
-        assert_eq!(ids, ["DETAIL:1", legacy.as_str()], "{topo:?}");
+        assert_eq!(ids, [detail(1).id().as_str(), legacy.as_str()], "{topo:?}");
         for e in &claim.entries {
             assert_eq!((e.retry_count, e.errors.len()), (0, 1), "{topo:?}: {e:?}");
         }
@@ -199,7 +226,7 @@ async fn state_written_by_the_previous_release_is_read_whole() {
         // The previous release's lease ends: the entry comes back, once.
         tokio::time::sleep(Duration::from_millis(800)).await;
         // Redrive the dead letter; then a drainer pass works off everything due.
-        assert_eq!(q.redrive(Some("DETAIL:5"), 10).await.expect("redrive"), 1);
+        assert_eq!(q.redrive(Some(&detail(5).id()), 10).await.expect("redrive"), 1);
         let lock = RunnerLock::new(conn.clone(), ns.drainer_lock());
         let drainer = Drainer {
             queue: &q,
@@ -230,7 +257,8 @@ async fn state_written_by_the_previous_release_is_read_whole() {
         assert_eq!(
             (stats.depth, stats.dead),
             (1, 0),
-            "{topo:?}: only DETAIL:2 waits: {stats:?}"
+            "{topo:?}: only {} waits: {stats:?}",
+            detail(2).id()
         );
         let mut c = conn.clone();
         let v: Option<String> = redis::cmd("HGET")

@@ -20,7 +20,6 @@ use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, Leased, RetryQueue};
 use lawsync_tests::servers::{Topology, unique_ns};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
-use serde_json::json;
 
 const IDS: u32 = 5;
 const SHORT: Duration = Duration::from_millis(40);
@@ -73,11 +72,11 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn job(i: u32) -> Job {
-    Job::new("DETAIL", i.to_string(), json!({ "id": i.to_string() }))
+    Job::detail(&i.to_string())
 }
 
 fn name(i: u32) -> String {
-    format!("DETAIL:{i}")
+    job(i).id()
 }
 
 fn note() -> ErrorNote {

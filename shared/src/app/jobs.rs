@@ -1,5 +1,6 @@
-//! The two units of work, `SEARCH` (one page) and `DETAIL` (one precedent), as both the SQS
-//! handlers and the drainer run them, and what a failure turns into.
+//! The two units of work, [`JobKind::Search`] (one page) and [`JobKind::Detail`] (one
+//! precedent), as both the SQS handlers and the drainer run them, and what a failure turns
+//! into.
 
 use std::time::Duration;
 
@@ -13,12 +14,7 @@ use crate::drainer::Outcome;
 use crate::gate::{GateError, Refusal};
 use crate::law::{Disposition, LawError, SearchRequest};
 use crate::policy::GATE_REFUSED_RETRY;
-use crate::queue::{Buried, Enqueued, ErrorNote, Job};
-
-/// Job type of a search page.
-pub const SEARCH: &str = "SEARCH";
-/// Job type of one precedent.
-pub const DETAIL: &str = "DETAIL";
+use crate::queue::{Buried, Enqueued, ErrorNote, Job, JobKind};
 
 /// A failed unit of work, sanitized.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,24 +43,6 @@ impl JobError {
             JobError::Store(_) | JobError::Fanout(_) => Disposition::RetryLater(None),
         }
     }
-}
-
-/// The retry-queue job for a search request.
-pub fn search_job(req: &SearchRequest) -> Job {
-    let identity = format!(
-        "{}~{}~{}~{}~{}",
-        req.from,
-        req.to,
-        req.query.as_deref().unwrap_or(""),
-        req.page.unwrap_or(1),
-        req.display.unwrap_or(crate::policy::MAX_DISPLAY)
-    );
-    Job::new(SEARCH, identity, serde_json::to_value(req).unwrap_or_default())
-}
-
-/// The retry-queue job for a precedent.
-pub fn detail_job(id: &str) -> Job {
-    Job::new(DETAIL, id, json!({ "id": id }))
 }
 
 /// One search page: every hit becomes a `{"id"}` message on the detail queue, and the next
@@ -146,21 +124,26 @@ pub async fn run_detail(deps: &Deps, id: &str, deadline: Deadline) -> Result<(),
 
 /// Runs `job` for the drainer and says how it went.
 pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
-    let result = match job.kind.as_str() {
-        SEARCH => match serde_json::from_value::<SearchRequest>(job.payload.clone()) {
+    let result = match &job.kind {
+        JobKind::Search => match serde_json::from_value::<SearchRequest>(job.payload.clone()) {
             Ok(req) => run_search(deps, &req, deadline).await.map(|_| ()),
-            Err(_) => Err(JobError::Law(LawError::InvalidRequest(
-                "stored SEARCH payload is not a search request".into(),
-            ))),
+            Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
+                "stored {} payload is not a search request",
+                job.kind
+            )))),
         },
-        DETAIL => match job.payload.get("id").and_then(|v| v.as_str()) {
+        JobKind::Detail => match job.payload.get("id").and_then(|v| v.as_str()) {
             Some(id) => run_detail(deps, id, deadline).await,
-            None => Err(JobError::Law(LawError::InvalidRequest(
-                "stored DETAIL payload has no id".into(),
-            ))),
+            None => Err(JobError::Law(LawError::InvalidRequest(format!(
+                "stored {} payload has no id",
+                job.kind
+            )))),
         },
-        other => Err(JobError::Law(LawError::InvalidRequest(format!(
-            "no handler for job type {other:?}"
+        // An invalid message is kept as a dead letter, never run; one redriven, and a type
+        // this release does not know, goes back to the dead letters saying so.
+        JobKind::Invalid | JobKind::Unknown(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
+            "no handler for job type {:?}",
+            job.kind.as_str()
         )))),
     };
     match result {

@@ -112,7 +112,7 @@ impl Deps {
         self.map_law(|law| law.with_observer(observer))
     }
 
-    /// The drainer over this queue, dispatching `SEARCH` and `DETAIL` jobs to the same code
+    /// The drainer over this queue, dispatching search and detail jobs to the same code
     /// the SQS handlers run, alerting through `alerts`.
     pub async fn drain(
         &self,

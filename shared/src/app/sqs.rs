@@ -90,7 +90,7 @@ fn invalid_value(e: crate::law::LawError) -> InvalidMessage {
 }
 
 /// What happened to each message of a batch, for the CLI and the tests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BatchSummary {
     pub done: u32,
     pub parked: u32,
@@ -197,9 +197,6 @@ enum Handled {
     Invalid(MessageFate),
 }
 
-/// Job type under which invalid message bodies are kept as dead letters.
-pub const INVALID: &str = "INVALID";
-
 /// Most characters of an invalid body kept with its dead letter.
 const INVALID_BODY_KEPT: usize = 1000;
 
@@ -213,7 +210,11 @@ async fn record_invalid(deps: &Deps, message_id: &str, body: &str, reason: Inval
         .chars()
         .take(INVALID_BODY_KEPT)
         .collect();
-    let job = crate::queue::Job::new(INVALID, message_id, serde_json::json!({ "body": kept }));
+    let job = crate::queue::Job::new(
+        crate::queue::JobKind::Invalid,
+        message_id,
+        serde_json::json!({ "body": kept }),
+    );
     let note = crate::queue::ErrorNote::now("invalid_message", reason.to_string(), None);
     match deps.queue.record_dead(&job, note).await {
         Ok(_) => MessageFate::Permanent,
@@ -238,14 +239,14 @@ async fn handle_one(
     match msg {
         Message::Detail(msg) => {
             tracing::Span::current().record("precedent_id", msg.id.as_str());
-            let job = jobs::detail_job(&msg.id);
+            let job = crate::queue::Job::detail(&msg.id);
             match jobs::run_detail(deps, &msg.id, deadline).await {
                 Ok(()) => Handled::Valid(MessageFate::Done),
                 Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }
         }
         Message::Search(req) => {
-            let job = jobs::search_job(&req);
+            let job = crate::queue::Job::search(&req);
             match jobs::run_search(deps, &req, deadline).await {
                 Ok(_) => Handled::Valid(MessageFate::Done),
                 Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),

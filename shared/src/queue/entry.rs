@@ -1,36 +1,148 @@
 //! What a retry entry holds: the seed's `{"type","payload","retryCount"}` plus the first
 //! failure time, the due time and the sanitized error history.
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::law::FailureRecord;
+use crate::law::{FailureRecord, SearchRequest};
 use crate::policy::{
-    IDENTITY_PREFIX_BYTES, LEGACY_MAX_IDENTITY_BYTES, MAX_JOB_IDENTITY_BYTES, READABLE_IDENTITY_BYTES,
+    IDENTITY_PREFIX_BYTES, LEGACY_MAX_IDENTITY_BYTES, MAX_DISPLAY, MAX_JOB_IDENTITY_BYTES,
+    READABLE_IDENTITY_BYTES,
 };
 
-/// A unit of work to retry. `kind` routes it to a handler (`SEARCH`, `DETAIL`, ...);
-/// `identity` makes enqueueing idempotent: one entry per kind and identity.
+/// What a job is: routes it to its handler and names it (`KIND:identity`). Stored as the
+/// job's `type`, under the names in the serde attributes, which are the only place those
+/// names are written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub enum JobKind {
+    /// One search page.
+    #[serde(rename = "SEARCH")]
+    Search,
+    /// One precedent.
+    #[serde(rename = "DETAIL")]
+    Detail,
+    /// An SQS message that could not be read, kept as a dead letter; never run.
+    #[serde(rename = "INVALID")]
+    Invalid,
+    /// A stored type this release does not know (damage, or a newer release's): read and
+    /// shown as stored, and dead-lettered when claimed, never run. Only reading a stored
+    /// job makes one.
+    #[serde(untagged)]
+    Unknown(UnknownKind),
+}
+
+/// The text of a stored job type this release does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct UnknownKind(String);
+
+impl UnknownKind {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl JobKind {
+    /// The kinds this release knows.
+    pub const KNOWN: [JobKind; 3] = [JobKind::Search, JobKind::Detail, JobKind::Invalid];
+
+    /// The stored name (`KIND` in the member name `KIND:identity`).
+    pub fn as_str(&self) -> &str {
+        // Each known kind's name is its serde rename, read once.
+        static NAMES: LazyLock<HashMap<JobKind, String>> = LazyLock::new(|| {
+            JobKind::KNOWN
+                .into_iter()
+                .map(|k| {
+                    let name = match serde_json::to_value(&k) {
+                        Ok(Value::String(name)) => name,
+                        _ => unreachable!("a known job kind serializes as its name"),
+                    };
+                    (k, name)
+                })
+                .collect()
+        });
+        match self {
+            JobKind::Unknown(text) => text.as_str(),
+            known => NAMES.get(known).map_or("", String::as_str),
+        }
+    }
+}
+
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reads the stored text as a string, exactly as the previous release's `String` did: a
+/// known name is its kind, any other text is [`JobKind::Unknown`] (never an error, so the
+/// job is still shown and dead-lettered with its type named).
+impl<'de> Deserialize<'de> for JobKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Ok(JobKind::KNOWN
+            .into_iter()
+            .find(|k| k.as_str() == text)
+            .unwrap_or(JobKind::Unknown(UnknownKind(text))))
+    }
+}
+
+/// Why a job cannot be enqueued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobCheckError {
+    #[error("job type must be 1-32 of A-Z 0-9 _, got {0:?}")]
+    Kind(String),
+    #[error("job identity must be 1-{MAX_JOB_IDENTITY_BYTES} bytes of printable characters")]
+    Identity,
+}
+
+/// A unit of work to retry. `kind` routes it to a handler; `identity` makes enqueueing
+/// idempotent: one entry per kind and identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: JobKind,
     /// What makes two jobs the same job (a precedent id, a canonical search window).
     pub identity: String,
     pub payload: Value,
 }
 
 impl Job {
-    /// A job; `kind` and `identity` are checked when it is enqueued.
-    pub fn new(kind: impl Into<String>, identity: impl Into<String>, payload: Value) -> Self {
+    /// A job; `identity` is checked when it is enqueued.
+    pub fn new(kind: JobKind, identity: impl Into<String>, payload: Value) -> Self {
         Self {
-            kind: kind.into(),
+            kind,
             identity: identity.into(),
             payload,
         }
+    }
+
+    /// The job for one search page: its identity is the canonical window
+    /// (`from~to~query~page~display`, defaults filled in), its payload the request.
+    pub fn search(req: &SearchRequest) -> Self {
+        let identity = format!(
+            "{}~{}~{}~{}~{}",
+            req.from,
+            req.to,
+            req.query.as_deref().unwrap_or(""),
+            req.page.unwrap_or(1),
+            req.display.unwrap_or(MAX_DISPLAY)
+        );
+        Self::new(
+            JobKind::Search,
+            identity,
+            serde_json::to_value(req).unwrap_or_default(),
+        )
+    }
+
+    /// The job for one precedent: payload `{"id"}`.
+    pub fn detail(id: &str) -> Self {
+        Self::new(JobKind::Detail, id, serde_json::json!({ "id": id }))
     }
 
     /// The queue's member name: `KIND:identity`, or for an identity longer than
@@ -56,23 +168,26 @@ impl Job {
             .then(|| format!("{}:{}", self.kind, self.identity))
     }
 
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let kind_ok = !self.kind.is_empty()
-            && self.kind.len() <= 32
-            && self
-                .kind
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-        if !kind_ok {
-            return Err(format!("job type must be 1-32 of A-Z 0-9 _, got {:?}", self.kind));
+    /// Whether it may be enqueued: a printable identity of bounded length, and a type that
+    /// keeps member names readable (a known kind always does; an unknown one read from
+    /// storage must be 1-32 of A-Z 0-9 _, as every type had to be).
+    pub(crate) fn check(&self) -> Result<(), JobCheckError> {
+        if let JobKind::Unknown(text) = &self.kind {
+            let text = text.as_str();
+            let ok = !text.is_empty()
+                && text.len() <= 32
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            if !ok {
+                return Err(JobCheckError::Kind(text.to_owned()));
+            }
         }
         if self.identity.is_empty()
             || self.identity.len() > MAX_JOB_IDENTITY_BYTES
             || self.identity.chars().any(char::is_control)
         {
-            return Err(format!(
-                "job identity must be 1-{MAX_JOB_IDENTITY_BYTES} bytes of printable characters"
-            ));
+            return Err(JobCheckError::Identity);
         }
         Ok(())
     }
@@ -169,5 +284,51 @@ mod millis {
             Some(d) => s.serialize_u64(d.as_millis() as u64),
             None => s.serialize_none(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(kind: Value) -> Result<Job, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({ "type": kind, "identity": "1", "payload": {} }))
+    }
+
+    #[test]
+    fn kinds_are_stored_by_name_and_unknown_types_are_kept_as_stored() {
+        for kind in JobKind::KNOWN {
+            let job = Job::new(kind.clone(), "1", serde_json::json!({}));
+            let stored = serde_json::to_value(&job).expect("json");
+            assert_eq!(stored["type"], kind.as_str());
+            assert_eq!(read(stored["type"].clone()).expect("reads").kind, kind);
+            assert_eq!(job.id(), format!("{}:1", kind.as_str()));
+        }
+        let names: std::collections::HashSet<&str> = JobKind::KNOWN.iter().map(JobKind::as_str).collect();
+        assert_eq!(names.len(), JobKind::KNOWN.len(), "{names:?}");
+        assert!(!names.contains(""), "{names:?}");
+        // A type this release does not know reads (and writes back) as it was stored.
+        let unknown = read("NOPE".into()).expect("reads");
+        assert_eq!(unknown.kind.as_str(), "NOPE");
+        assert!(matches!(unknown.kind, JobKind::Unknown(_)));
+        assert_eq!(serde_json::to_value(&unknown).expect("json")["type"], "NOPE");
+        assert_eq!(unknown.id(), "NOPE:1");
+        assert_eq!(unknown.check(), Ok(()));
+        // A type that is not even text does not read, as before (the claim's corrupt entry).
+        let known = serde_json::to_value(JobKind::Detail).expect("json");
+        assert!(read(serde_json::json!({ known.as_str().unwrap_or_default(): null })).is_err());
+        assert!(read(serde_json::json!(5)).is_err());
+    }
+
+    #[test]
+    fn checks_are_typed() {
+        let lower = read(JobKind::Detail.as_str().to_lowercase().into()).expect("reads");
+        assert_eq!(
+            lower.check(),
+            Err(JobCheckError::Kind(JobKind::Detail.as_str().to_lowercase()))
+        );
+        assert_eq!(Job::detail("").check(), Err(JobCheckError::Identity));
+        assert_eq!(Job::detail("a\nb").check(), Err(JobCheckError::Identity));
+        assert_eq!(Job::detail("1").check(), Ok(()));
     }
 }

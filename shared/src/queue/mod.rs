@@ -22,7 +22,7 @@
 mod entry;
 pub(crate) mod scripts;
 
-pub use entry::{EntryView, ErrorNote, Job, Leased, QueueStats};
+pub use entry::{EntryView, ErrorNote, Job, JobCheckError, JobKind, Leased, QueueStats, UnknownKind};
 
 use std::time::Duration;
 
@@ -538,7 +538,7 @@ impl RetryQueue {
 
 /// A job checked and serialized for storage, as every write of one needs it.
 fn job_json(job: &Job) -> Result<String, StoreError> {
-    job.check().map_err(StoreError::Invalid)?;
+    job.check().map_err(|e| StoreError::Invalid(e.to_string()))?;
     serde_json::to_string(job).map_err(|_| StoreError::Invalid("job payload is not serializable".into()))
 }
 

@@ -25,9 +25,9 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use lawsync::local_events::{EventLine, LocalEvent};
 use lawsync_tests::lookalike::{Lookalike, LookalikeConfig};
 use lawsync_tests::servers::{create_queues, moto_sdk, queue_depth, unique_env};
-use serde_json::Value;
 
 const OC: &str = "bench-cost-oc-5521";
 
@@ -268,20 +268,22 @@ async fn run(
     }
     let text = std::fs::read_to_string(&events).unwrap_or_default();
     assert!(!text.contains(OC), "the key reached the event lines");
+    let billed = |ms: f64| Duration::from_secs_f64(ms / 1000.0);
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Ok(line) = EventLine::parse(line) else {
             continue;
         };
-        let billed = Duration::from_secs_f64(v["billed_ms"].as_f64().unwrap_or(0.0) / 1000.0);
-        match v["type"].as_str() {
-            Some("batch") => {
-                row.billed += billed;
+        match line.event {
+            LocalEvent::Batch {
+                billed_ms, summary, ..
+            } => {
+                row.billed += billed(billed_ms);
                 row.invocations += 1;
-                row.parked += v["summary"]["parked"].as_u64().unwrap_or(0);
+                row.parked += u64::from(summary.parked);
             }
-            Some("drain") => {
-                row.billed += billed;
-                row.drainer_billed += billed;
+            LocalEvent::Drain { billed_ms, .. } => {
+                row.billed += billed(billed_ms);
+                row.drainer_billed += billed(billed_ms);
                 row.invocations += 1;
             }
             _ => {}

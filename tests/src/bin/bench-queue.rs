@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use lawsync::config::RedisConfig;
-use lawsync::queue::RetryQueue;
+use lawsync::queue::{Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 
 const BATCH: usize = 10;
@@ -116,8 +116,12 @@ async fn stats(conn: &mut RedisConn, names: &[&str]) -> Result<(u64, u64), redis
     Ok((calls, usec))
 }
 
+fn job(i: usize) -> Job {
+    Job::detail(&i.to_string())
+}
+
 fn job_json(i: usize) -> String {
-    format!(r#"{{"type":"DETAIL","identity":"{i}","payload":{{"id":"{i}"}}}}"#)
+    serde_json::to_string(&job(i)).unwrap_or_default()
 }
 
 async fn seed_pass(conn: &mut RedisConn, tag: &str, n: usize) -> Result<Cost, Box<dyn std::error::Error>> {
@@ -128,7 +132,8 @@ async fn seed_pass(conn: &mut RedisConn, tag: &str, n: usize) -> Result<Cost, Bo
         cmd.arg(&key);
         for i in start..(start + CHUNK).min(n) {
             cmd.arg(base + i as u64).arg(format!(
-                r#"{{"type":"DETAIL","payload":{{"id":"{i}"}},"retryCount":0}}"#
+                r#"{{"type":"{}","payload":{{"id":"{i}"}},"retryCount":0}}"#,
+                JobKind::Detail
             ));
         }
         let _: () = cmd.query_async(conn).await?;
@@ -195,7 +200,7 @@ async fn fill(
         first.arg(&k.first);
         due.arg(due_set);
         for i in start..(start + CHUNK).min(n) {
-            let (id, score) = (format!("DETAIL:{i}"), base + i as u64);
+            let (id, score) = (job(i).id(), base + i as u64);
             jobs.arg(&id).arg(job_json(i));
             count.arg(&id).arg(0);
             errors.arg(&id).arg(error);

@@ -15,6 +15,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use lawsync::clock::epoch_millis_f64 as epoch_ms;
+use lawsync::local_events::{EventLine, LocalEvent};
 use lawsync_tests::lookalike::{Arrival, Corpus};
 use lawsync_tests::timeline::{Call, Park, Timeline};
 use serde_json::{Value, json};
@@ -359,8 +360,8 @@ async fn run(o: Opts) -> Result<bool, String> {
         tokio::time::sleep(Duration::from_millis(250)).await;
         for p in 1..=o.processes {
             for line in tail(&o.out.join(format!("events-p{p}.jsonl")), &mut tails) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    view.event(&v);
+                if let Ok(e) = EventLine::parse(&line) {
+                    view.event(&e);
                 }
             }
         }
@@ -411,8 +412,8 @@ async fn run(o: Opts) -> Result<bool, String> {
     children.stop().await;
     for p in 1..=o.processes {
         for line in tail(&o.out.join(format!("events-p{p}.jsonl")), &mut tails) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                view.event(&v);
+            if let Ok(e) = EventLine::parse(&line) {
+                view.event(&e);
             }
         }
     }
@@ -598,17 +599,25 @@ impl<'a> View<'a> {
         self.line(&s);
     }
 
-    fn event(&mut self, v: &Value) {
+    fn event(&mut self, line: &EventLine) {
         let t = |ms: f64| (ms - self.t0) / 1000.0;
-        match v["type"].as_str() {
-            Some("call") => {
+        match &line.event {
+            LocalEvent::Call {
+                instance,
+                endpoint,
+                started_ms,
+                waited_ms,
+                status,
+                cooldown_ms,
+                ..
+            } => {
                 let c = Call {
-                    instance: v["instance"].as_str().unwrap_or("?").to_owned(),
-                    endpoint: v["endpoint"].as_str().unwrap_or("?").to_owned(),
-                    at_ms: v["started_ms"].as_f64().unwrap_or(0.0),
-                    waited_ms: v["waited_ms"].as_f64().unwrap_or(0.0),
-                    status: v["status"].as_u64().map(|s| s as u16),
-                    cooldown_ms: v["cooldown_ms"].as_f64(),
+                    instance: instance.clone(),
+                    endpoint: endpoint.name().to_owned(),
+                    at_ms: *started_ms,
+                    waited_ms: *waited_ms,
+                    status: *status,
+                    cooldown_ms: cooldown_ms.map(|ms| ms as f64),
                 };
                 self.instances.insert(c.instance.clone());
                 let status = c.status.map_or("net".to_owned(), |s| s.to_string());
@@ -632,48 +641,50 @@ impl<'a> View<'a> {
                 self.line(&s);
                 self.tl.calls.push(c);
             }
-            Some("batch") => {
-                let parked = v["summary"]["parked"].as_u64().unwrap_or(0);
+            LocalEvent::Batch {
+                instance,
+                batch_item_failures,
+                summary,
+                ..
+            } => {
+                let parked = u64::from(summary.parked);
                 self.parked += parked;
-                self.returned += v["batch_item_failures"].as_u64().unwrap_or(0);
+                self.returned += *batch_item_failures as u64;
                 if parked > 0 {
-                    let instance = v["instance"].as_str().unwrap_or("?").to_owned();
-                    let at_ms = v["at_ms"].as_f64().unwrap_or(0.0);
                     self.tl.parks.push(Park {
-                        instance,
-                        at_ms,
+                        instance: instance.clone(),
+                        at_ms: line.at_ms,
                         jobs: parked,
                     });
                     let s = self.paint(
                         "35",
                         &format!(
                             "  {:>7.2}s  {:<14} {parked} job(s) parked in the retry queue",
-                            t(v["at_ms"].as_f64().unwrap_or(0.0)),
-                            v["instance"].as_str().unwrap_or("?")
+                            t(line.at_ms),
+                            instance
                         ),
                     );
                     self.line(&s);
                 }
             }
-            Some("drain_pass") => {
-                let p = &v["pass"];
-                let ok = p["succeeded"].as_u64().unwrap_or(0);
+            LocalEvent::DrainPass { instance, pass } => {
+                let ok = u64::from(pass.succeeded);
                 self.drained += ok;
-                if p["claimed"].as_u64().unwrap_or(0) > 0 {
+                if pass.claimed > 0 {
                     let s = self.paint(
                         "36",
                         &format!(
                             "  {:>7.2}s  {:<14} drainer pass: claimed {}, succeeded {ok}, failed {}",
-                            t(v["at_ms"].as_f64().unwrap_or(0.0)),
-                            v["instance"].as_str().unwrap_or("?"),
-                            p["claimed"],
-                            p["failed"]
+                            t(line.at_ms),
+                            instance,
+                            pass.claimed,
+                            pass.failed
                         ),
                     );
                     self.line(&s);
                 }
             }
-            _ => {}
+            LocalEvent::Drain { .. } | LocalEvent::Started { .. } | LocalEvent::Stopped { .. } => {}
         }
     }
 
