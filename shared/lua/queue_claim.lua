@@ -8,8 +8,8 @@
     K.jobs K.first K.count K.errors K.waiting K.ready K.leased K.lease K.dead K.seq K.meta
   Input:
     ARGV[1] k (>= 1)   ARGV[2] lease length, ms   ARGV[3] most jobs moved per step
-    ARGV[4] a random nonce: tokens are nonce:counter, so a counter that went back (a lossy
-            failover) cannot recreate a stale holder's token
+    ARGV[4] a random nonce (not empty): tokens are nonce:counter, so a counter that went
+            back (a lossy failover) cannot recreate a stale holder's token
   Output: { now, reclaimed, promoted, id1, token1, job1, count1, first1, errors1, id2, ... }
     job is '' when the entry's job is missing: the caller dead-letters it as corrupt.
   An id whose first-failure score is missing is indexed at now rather than dropped.
@@ -20,6 +20,9 @@
 local refused = queue_refusal({ 1, 2, 3 }, 1)
 if refused then
   return refused
+end
+if (ARGV[4] or '') == '' then
+  return redis.error_reply('BADARG ARGV[4] must be a nonce')
 end
 local k, lease_ms, limit, nonce = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now = redis_now_ms()

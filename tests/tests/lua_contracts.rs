@@ -431,6 +431,56 @@ async fn a_time_more_than_two_days_ahead_is_corrupt() {
     assert_eq!(w[0], 2, "a day's cooldown is sound, and refuses: {w:?}");
 }
 
+/// An epoch or a last grant ahead of now is never sound (both are set to now when
+/// written): past the two-day horizon it is CORRUPT, as a cooldown is; a future last grant
+/// would otherwise switch off the "no burst right after a cooldown" rule. A gate key that
+/// is not a hash is CORRUPT by name, not a WRONGTYPE half-way. Neither writes anything.
+#[tokio::test]
+async fn a_future_epoch_or_grant_and_a_foreign_key_are_corrupt() {
+    for topo in Topology::ALL {
+        let mut conn = topo.connect().await;
+        let key = unique_ns("lua").gate();
+        let now = redis_now(&mut conn, &key).await;
+        for field in ["epoch", "g"] {
+            set_state(&mut conn, &key, 0, 0, 0, 7).await;
+            hset(&mut conn, &key, field, &(now + 3 * 86_400 * SEC).to_string()).await;
+            let err = try_acquire(&mut conn, &key, 30 * SEC, 0, TOL, 0)
+                .await
+                .expect_err("refused");
+            assert_eq!(err.code(), Some("CORRUPT"), "{topo:?}: {field}: {err:?}");
+        }
+        let _: () = redis::cmd("DEL")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("foreign")
+            .query_async(&mut conn)
+            .await
+            .expect("set");
+        for s in [&ACQUIRE, &STATUS] {
+            let mut call = script(s).key(&key);
+            call.arg(SEC).arg(1).arg(TOL);
+            if s.name() == "gate_acquire" {
+                call.arg(0).arg(TOL).arg(0).arg(IDLE_MS);
+            }
+            let err = call
+                .invoke_async::<Vec<i64>>(&mut conn)
+                .await
+                .expect_err("refused");
+            assert_eq!(err.code(), Some("CORRUPT"), "{topo:?}: {}: {err:?}", s.name());
+        }
+        let kept: String = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("get");
+        assert_eq!(kept, "foreign", "{topo:?}: nothing written");
+    }
+}
+
 /// Issue 13.11: a newer format is refused by name; the release before's format (no `v`,
 /// sat paced at interval − tolerance) is read safely and rewritten as this one.
 #[tokio::test]

@@ -303,6 +303,25 @@ async fn claim_never_leases_twice_and_names_a_lost_job() {
         q.set(&["SET", &seq, "7"]).await;
         let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, &["0", "1000", "100", "n"]).await;
         assert_eq!(code(r), "BADARG", "{topo:?}: k must be >= 1");
+        // Without a nonce nothing moves: no token could be made.
+        let waiting = q.k.waiting.clone();
+        q.set(&["ZADD", &waiting, "1", "J:nofirst"]).await;
+        let before = q.snapshot().await;
+        for nonce in [&["1", "1000", "100", ""][..], &["1", "1000", "100"][..]] {
+            let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, nonce).await;
+            assert_eq!(code(r), "BADARG", "{topo:?}: {nonce:?}");
+        }
+        assert_eq!(
+            q.snapshot().await,
+            before,
+            "{topo:?}: a refused claim moved something"
+        );
+        // A meta key of another type is CORRUPT by name, before anything is read from it.
+        let meta = q.k.meta.clone();
+        q.set(&["DEL", &meta]).await;
+        q.set(&["SET", &meta, "x"]).await;
+        let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_STATS, &[]).await;
+        assert_eq!(code(r), "CORRUPT", "{topo:?}");
     }
 }
 

@@ -18,9 +18,10 @@
   start right after the last one. (A replica holding an older copy is not a missing state:
   see docs/gate.md for what a failover cannot keep.)
   Errors:
-    CORRUPT  a field is not a finite number in 0..2^53 (nan, inf, 1e400, text, negatives),
-             or a time lies more than two days ahead (a damaged cooldown would otherwise
-             hold the gate shut for years)
+    CORRUPT  the key is not a hash, a field is not a finite number in 0..2^53 (nan, inf,
+             1e400, text, negatives), or a time lies more than two days ahead (a damaged
+             cooldown would otherwise hold the gate shut for years; epoch and g are never
+             ahead of now in a sound state)
     NEWER    v is newer than this release understands: some instance runs newer code ]]
 --- @include "clock"
 local GATE_VERSION = 2
@@ -46,6 +47,11 @@ end
 -- the reading of a v1 one.
 local function read_state(now, interval, burst, tolerance)
   local key = K.gate
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'hash' and kind ~= 'none' then
+    error({ err = 'CORRUPT gate state in ' .. key .. ': a ' .. kind .. ', not a hash; deleting the key '
+      .. 'costs one interval of quiet and any cooldown in force' })
+  end
   local raw = redis.call('HMGET', key, 'v', 'tat', 'sat', 'cool', 'epoch', 'g')
   local v, tat, sat = as_time(raw[1]), as_time(raw[2]), as_time(raw[3])
   local cool, epoch, g = as_time(raw[4]), as_time(raw[5]), as_time(raw[6])
@@ -53,6 +59,7 @@ local function read_state(now, interval, burst, tolerance)
   local unreadable = v == false or tat == false or sat == false or cool == false or epoch == false
     or g == false or (v and (v < 1 or v ~= math.floor(v)))
   local beyond_horizon = (tat and tat > far) or (sat and sat > far) or (cool and cool > far)
+    or (epoch and epoch > far) or (g and g > far)
   if unreadable or beyond_horizon then
     error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool, epoch and g must be finite '
       .. 'numbers in 0..2^53, and no time more than two days ahead; deleting the key costs one '

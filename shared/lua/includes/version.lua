@@ -3,10 +3,14 @@
   2: identities over 96 bytes are named by a prefix and a digest; a name of format 1 is
   still found (the caller passes it), and histories may carry a 'revived' note.
   queue_format_refusal(meta) → nil when this script can read the state, else the error
-  reply to return: a newer format (an instance of a newer release wrote it), or a v that
-  is not a version. queue_format_mark(meta) records the format after a change. ]]
+  reply to return: a newer format (an instance of a newer release wrote it), a v that
+  is not a version, or a meta key that is not a hash. queue_format_mark(meta) records the format after a change. ]]
 local QUEUE_FORMAT = 2
 local function queue_format_refusal(meta)
+  local kind = redis.call('TYPE', meta).ok
+  if kind ~= 'hash' and kind ~= 'none' then
+    return redis.error_reply('CORRUPT ' .. meta .. ' is a ' .. kind .. ', not a hash')
+  end
   local v = redis.call('HGET', meta, 'v')
   if not v then
     return nil
