@@ -23,8 +23,8 @@ use crate::keys::Namespace;
 use crate::law::{LawError, SearchRequest, UPSTREAM};
 use crate::local::LocalError;
 use crate::queue::RetryQueue;
+use crate::redis_conn::{RedisConn, RedisFailure};
 use crate::secrets::SecretError;
-use crate::store::{RedisConn, StoreError};
 
 /// How `lawsync` ends when a command fails; 0 is success. Clap's own usage errors exit 2
 /// as well, and `--help` and `--version` exit 0.
@@ -98,7 +98,7 @@ pub enum CliError {
     #[error(transparent)]
     Startup(#[from] StartupError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] RedisFailure),
     #[error(transparent)]
     Gate(#[from] GateError),
     #[error(transparent)]
@@ -165,16 +165,16 @@ fn startup_status(e: &StartupError) -> ExitStatus {
     }
 }
 
-fn store_status(e: &StoreError) -> ExitStatus {
+fn store_status(e: &RedisFailure) -> ExitStatus {
     match e {
-        StoreError::Unreachable(_) | StoreError::Timeout => ExitStatus::Unavailable,
+        RedisFailure::Unreachable(_) | RedisFailure::Timeout => ExitStatus::Unavailable,
         // It says which setting decides: REDIS_CLUSTER.
-        StoreError::ModeUnknown(_) => ExitStatus::Config,
-        StoreError::Server(_)
-        | StoreError::Protocol(_)
-        | StoreError::Corrupt(_)
-        | StoreError::Newer(_)
-        | StoreError::Invalid(_) => ExitStatus::Failure,
+        RedisFailure::ModeUnknown(_) => ExitStatus::Config,
+        RedisFailure::Server(_)
+        | RedisFailure::Protocol(_)
+        | RedisFailure::Corrupt(_)
+        | RedisFailure::Newer(_)
+        | RedisFailure::Invalid(_) => ExitStatus::Failure,
     }
 }
 
@@ -647,23 +647,25 @@ mod tests {
                 ExitStatus::Config,
             ),
             (
-                CliError::Store(StoreError::ModeUnknown("no INFO".into())),
+                CliError::Store(RedisFailure::ModeUnknown("no INFO".into())),
                 ExitStatus::Config,
             ),
             (
-                CliError::Startup(StartupError::Redis(StoreError::Unreachable("connection refused"))),
+                CliError::Startup(StartupError::Redis(RedisFailure::Unreachable(
+                    "connection refused",
+                ))),
                 ExitStatus::Unavailable,
             ),
             (
-                CliError::Local(LocalError::Startup(StartupError::Redis(StoreError::Timeout))),
+                CliError::Local(LocalError::Startup(StartupError::Redis(RedisFailure::Timeout))),
                 ExitStatus::Unavailable,
             ),
             (
-                CliError::Gate(GateError::Unavailable(StoreError::Timeout)),
+                CliError::Gate(GateError::Unavailable(RedisFailure::Timeout)),
                 ExitStatus::Unavailable,
             ),
             (
-                CliError::Store(StoreError::Corrupt("k".into())),
+                CliError::Store(RedisFailure::Corrupt("k".into())),
                 ExitStatus::Failure,
             ),
             (

@@ -21,7 +21,7 @@ use crate::policy::{
     ALERT_TIMEOUT, ALERTS_PER_PASS, DEFAULT_LEASE, LEASE_MARGIN, MAX_CLAIM_BATCH, MIN_CALL_WINDOW,
 };
 use crate::queue::{ErrorNote, Job, Leased, RetryQueue, Settled};
-use crate::store::StoreError;
+use crate::redis_conn::RedisFailure;
 
 /// What handling one job came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +169,7 @@ impl std::fmt::Debug for Drainer<'_> {
 
 impl Drainer<'_> {
     /// Runs passes until the deadline (or `max_passes`), holding the lock throughout.
-    pub async fn run(&self, deadline: Deadline) -> Result<DrainReport, StoreError> {
+    pub async fn run(&self, deadline: Deadline) -> Result<DrainReport, RedisFailure> {
         let start = Instant::now();
         let hold = |d: Deadline| d.usable().map_or(DEFAULT_LEASE, |left| left + LEASE_MARGIN);
         let Some(held) = self.lock.try_acquire(hold(deadline)).await? else {
@@ -243,7 +243,7 @@ impl Drainer<'_> {
         result.map(|()| DrainReport::Ran { passes })
     }
 
-    async fn pass(&self, deadline: Deadline, start: Instant) -> Result<PassReport, StoreError> {
+    async fn pass(&self, deadline: Deadline, start: Instant) -> Result<PassReport, RedisFailure> {
         let mut report = PassReport {
             started_ms: start.elapsed().as_millis() as u64,
             ..PassReport::default()
@@ -299,7 +299,7 @@ impl Drainer<'_> {
 
     /// Sends one grouped alert for the dead letters not yet alerted (this pass's and any an
     /// earlier pass could not deliver), and marks them delivered only on success.
-    async fn flush_alerts(&self, deadline: Deadline) -> Result<Option<bool>, StoreError> {
+    async fn flush_alerts(&self, deadline: Deadline) -> Result<Option<bool>, RedisFailure> {
         let pending = self.queue.pending_alerts(ALERTS_PER_PASS).await?;
         if pending.is_empty() {
             return Ok(None);
@@ -330,7 +330,7 @@ impl Drainer<'_> {
         }
     }
 
-    async fn skip(&self, leased: &Leased, report: &mut PassReport) -> Result<(), StoreError> {
+    async fn skip(&self, leased: &Leased, report: &mut PassReport) -> Result<(), RedisFailure> {
         self.queue.release(leased).await?;
         report.skipped += 1;
         Ok(())
@@ -341,7 +341,7 @@ impl Drainer<'_> {
         leased: &Leased,
         outcome: Outcome,
         report: &mut PassReport,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), RedisFailure> {
         match outcome {
             Outcome::Done => {
                 if self.queue.ack(leased).await? {

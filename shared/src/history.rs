@@ -6,8 +6,8 @@
 use crate::keys::Namespace;
 use crate::law::{BoxFuture, FailureRecord, FailureSink};
 use crate::policy::HISTORY_STREAM_MAXLEN;
+use crate::redis_conn::{RedisConn, RedisFailure};
 use crate::secret::Secret;
-use crate::store::{RedisConn, StoreError};
 
 /// The run-history stream of one namespace.
 #[derive(Debug, Clone)]
@@ -33,11 +33,11 @@ impl RedisHistory {
     }
 
     /// Appends one record.
-    pub async fn append(&self, mut record: FailureRecord) -> Result<(), StoreError> {
+    pub async fn append(&self, mut record: FailureRecord) -> Result<(), RedisFailure> {
         if let Some(s) = &self.secret {
             record.message = s.scrub(&record.message);
         }
-        let json = serde_json::to_string(&record).map_err(|_| StoreError::Invalid("record".into()))?;
+        let json = serde_json::to_string(&record).map_err(|_| RedisFailure::Invalid("record".into()))?;
         let _: String = redis::cmd("XADD")
             .arg(&self.key)
             .arg("MAXLEN")
@@ -53,7 +53,7 @@ impl RedisHistory {
 
     /// The newest `limit` records, newest first. Entries that cannot be read are skipped
     /// and counted in the second value.
-    pub async fn newest(&self, limit: usize) -> Result<(Vec<FailureRecord>, usize), StoreError> {
+    pub async fn newest(&self, limit: usize) -> Result<(Vec<FailureRecord>, usize), RedisFailure> {
         let rows: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
             .arg(&self.key)
             .arg("+")

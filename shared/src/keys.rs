@@ -13,8 +13,8 @@ use sha2::Sha256;
 use crate::config::{ConfigError, parse_namespace};
 use crate::secret::Secret;
 
-/// The Redis key of one rate gate's state hash (`v`, `tat`, `sat`, `cool`, `epoch`; see
-/// `lua/includes/gate_state.lua`).
+/// The Redis key of one rate gate's state hash (`v`, `tat`, `sat`, `cool`, `epoch`, `g`;
+/// see `lua/includes/gate_state.lua`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateKey(String);
 

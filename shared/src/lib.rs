@@ -18,7 +18,7 @@
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
 //! - [`secrets`]: secrets given as Secrets Manager ARNs, resolved once per cold start.
 //! - [`telemetry`]: the JSON log subscriber the functions install.
-//! - [`store`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts.
+//! - [`redis_conn`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts, and [`RedisFailure`].
 //! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
 //! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
 //! - [`documents`]: where precedents are stored: a local folder or an S3 bucket.
@@ -55,9 +55,9 @@ pub mod lua;
 pub mod metrics;
 pub mod policy;
 pub mod queue;
+pub mod redis_conn;
 pub mod secret;
 pub mod secrets;
-pub mod store;
 pub mod telemetry;
 
 pub use config::{Config, ConfigError, GateConfig};
@@ -65,5 +65,5 @@ pub use deadline::Deadline;
 pub use gate::{Gate, GateError, Grant, Refusal};
 pub use keys::Namespace;
 pub use law::{LawClient, LawError};
+pub use redis_conn::{RedisConn, RedisFailure};
 pub use secret::Secret;
-pub use store::{RedisConn, StoreError};

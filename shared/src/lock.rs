@@ -9,7 +9,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use crate::queue::scripts;
-use crate::store::{RedisConn, StoreError};
+use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// A held lock. Dropping it does not release it (that needs Redis): call
 /// [`RunnerLock::release`]; a forgotten one frees itself at the TTL.
@@ -31,7 +31,7 @@ impl RunnerLock {
     }
 
     /// Takes the lock for at most `ttl`, or `None` when someone else holds it.
-    pub async fn try_acquire(&self, ttl: Duration) -> Result<Option<Held>, StoreError> {
+    pub async fn try_acquire(&self, ttl: Duration) -> Result<Option<Held>, RedisFailure> {
         let token = format!("{:032x}", rand::rng().random::<u128>());
         let ok: Option<String> = redis::cmd("SET")
             .arg(&self.key)
@@ -45,17 +45,17 @@ impl RunnerLock {
     }
 
     /// Extends the lock to `ttl` from now; `false` when it is no longer ours.
-    pub async fn extend(&self, held: &Held, ttl: Duration) -> Result<bool, StoreError> {
+    pub async fn extend(&self, held: &Held, ttl: Duration) -> Result<bool, RedisFailure> {
         scripts::lock_extend(&self.conn, &self.key, &held.token, ttl.as_millis().max(1) as u64).await
     }
 
     /// Releases the lock; `false` when it was no longer ours.
-    pub async fn release(&self, held: Held) -> Result<bool, StoreError> {
+    pub async fn release(&self, held: Held) -> Result<bool, RedisFailure> {
         scripts::lock_release(&self.conn, &self.key, &held.token).await
     }
 
     /// Time left on the lock, whoever holds it; `None` when free.
-    pub async fn holder_ttl(&self) -> Result<Option<Duration>, StoreError> {
+    pub async fn holder_ttl(&self) -> Result<Option<Duration>, RedisFailure> {
         let ms: i64 = redis::cmd("PTTL")
             .arg(&self.key)
             .query_async(&mut self.conn.clone())

@@ -14,7 +14,7 @@ use crate::config::{RedisConfig, RedisMode};
 
 /// A Redis failure, described without the URL (which may carry a password) or any value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
+pub enum RedisFailure {
     #[error("Redis unreachable ({0})")]
     Unreachable(&'static str),
     #[error("Redis did not answer in time")]
@@ -47,26 +47,26 @@ fn script_text(e: &redis::RedisError) -> String {
     detail.chars().take(300).collect()
 }
 
-impl From<redis::RedisError> for StoreError {
+impl From<redis::RedisError> for RedisFailure {
     fn from(e: redis::RedisError) -> Self {
         if e.is_timeout() {
-            StoreError::Timeout
+            RedisFailure::Timeout
         } else if e.is_connection_refusal() {
-            StoreError::Unreachable("connection refused")
+            RedisFailure::Unreachable("connection refused")
         } else if e.is_io_error() || e.is_connection_dropped() {
-            StoreError::Unreachable("connection lost")
+            RedisFailure::Unreachable("connection lost")
         } else if e.code() == Some("CORRUPT") {
             // Our scripts' own message: a key name and a field list, nothing else.
-            StoreError::Corrupt(script_text(&e))
+            RedisFailure::Corrupt(script_text(&e))
         } else if e.code() == Some("NEWER") {
             // Our scripts' own message: a key name and two version numbers.
-            StoreError::Newer(script_text(&e))
+            RedisFailure::Newer(script_text(&e))
         } else if let Some(code) = e.code() {
             // Only the error code (ERR, NOSCRIPT, MOVED, CLUSTERDOWN, ...): the detail text of
             // a script error can quote arguments.
-            StoreError::Server(code.chars().take(32).collect())
+            RedisFailure::Server(code.chars().take(32).collect())
         } else {
-            StoreError::Protocol("unrecognised failure")
+            RedisFailure::Protocol("unrecognised failure")
         }
     }
 }
@@ -91,7 +91,7 @@ impl std::fmt::Debug for RedisConn {
 impl RedisConn {
     /// Connects as `cfg` says. In [`RedisMode::Auto`] one URL is probed with
     /// `INFO cluster`; several comma-separated URLs always mean a cluster.
-    pub async fn connect(cfg: &RedisConfig) -> Result<Self, StoreError> {
+    pub async fn connect(cfg: &RedisConfig) -> Result<Self, RedisFailure> {
         let cluster = match cfg.mode {
             RedisMode::Cluster => true,
             RedisMode::Standalone => false,
@@ -111,13 +111,13 @@ impl RedisConn {
         }
     }
 
-    async fn standalone(cfg: &RedisConfig) -> Result<Self, StoreError> {
+    async fn standalone(cfg: &RedisConfig) -> Result<Self, RedisFailure> {
         let url = cfg
             .urls
             .first()
-            .ok_or(StoreError::Unreachable("no URL configured"))?;
+            .ok_or(RedisFailure::Unreachable("no URL configured"))?;
         let client =
-            redis::Client::open(url.expose()).map_err(|_| StoreError::Unreachable("invalid REDIS_URL"))?;
+            redis::Client::open(url.expose()).map_err(|_| RedisFailure::Unreachable("invalid REDIS_URL"))?;
         let manager_cfg = ConnectionManagerConfig::new()
             .set_number_of_retries(crate::policy::REDIS_CONNECT_RETRIES)
             .set_min_delay(std::time::Duration::from_millis(20))
@@ -128,7 +128,7 @@ impl RedisConn {
         Ok(RedisConn::Standalone(manager))
     }
 
-    async fn cluster(cfg: &RedisConfig) -> Result<Self, StoreError> {
+    async fn cluster(cfg: &RedisConfig) -> Result<Self, RedisFailure> {
         let nodes: Vec<&str> = cfg.urls.iter().map(|u| u.expose()).collect();
         let client = ClusterClient::builder(nodes)
             .connection_timeout(cfg.connect_timeout)
@@ -137,7 +137,7 @@ impl RedisConn {
             .min_retry_wait(20)
             .max_retry_wait(100)
             .build()
-            .map_err(|_| StoreError::Unreachable("invalid REDIS_URL"))?;
+            .map_err(|_| RedisFailure::Unreachable("invalid REDIS_URL"))?;
         let conn = client.get_async_connection().await?;
         Ok(RedisConn::Cluster(conn))
     }
@@ -148,11 +148,11 @@ impl RedisConn {
     }
 }
 
-async fn server_is_cluster(conn: &mut RedisConn) -> Result<bool, StoreError> {
+async fn server_is_cluster(conn: &mut RedisConn) -> Result<bool, RedisFailure> {
     let info: String = match redis::cmd("INFO").arg("cluster").query_async(conn).await {
         Ok(info) => info,
         Err(e) if e.code().is_some() => {
-            return Err(StoreError::ModeUnknown(format!(
+            return Err(RedisFailure::ModeUnknown(format!(
                 "INFO refused: {}",
                 e.code().unwrap_or("?")
             )));

@@ -41,7 +41,7 @@ impl Topology {
     }
 
     /// A connection forced into standalone or cluster mode.
-    pub async fn connect_as(self, mode: RedisMode) -> Result<RedisConn, lawsync::StoreError> {
+    pub async fn connect_as(self, mode: RedisMode) -> Result<RedisConn, lawsync::RedisFailure> {
         let mut cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
         cfg.mode = mode;
         RedisConn::connect(&cfg).await

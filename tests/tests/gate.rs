@@ -335,7 +335,7 @@ async fn bad_redis_state_is_a_clear_error_and_never_a_grant() {
             gate.defer(Duration::from_secs(1)).await.expect_err("corrupt tat"),
             gate.status().await.expect_err("corrupt tat"),
         ] {
-            let GateError::Unavailable(lawsync::StoreError::Corrupt(what)) = &err else {
+            let GateError::Unavailable(lawsync::RedisFailure::Corrupt(what)) = &err else {
                 panic!("{topo:?}: {err:?}")
             };
             assert!(
@@ -357,7 +357,7 @@ async fn bad_redis_state_is_a_clear_error_and_never_a_grant() {
         let err = gate.acquire(Deadline::NONE).await.expect_err("wrong type");
         assert_eq!(
             err,
-            GateError::Unavailable(lawsync::StoreError::Server("WRONGTYPE".into())),
+            GateError::Unavailable(lawsync::RedisFailure::Server("WRONGTYPE".into())),
             "{topo:?}"
         );
         // Deleting the key resets the gate, as the message says.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use lawsync::app::law_gate;
 use lawsync::config::GateConfig;
 use lawsync::keys::GateKey;
-use lawsync::{Deadline, Gate, GateError, Refusal, Secret, StoreError};
+use lawsync::{Deadline, Gate, GateError, RedisFailure, Refusal, Secret};
 use lawsync_tests::servers::{Topology, settle_gate, unique_env, unique_ns};
 
 fn cfg(interval_ms: u64, max_wait_ms: u64) -> GateConfig {
@@ -167,10 +167,10 @@ async fn damaged_and_newer_state_are_named_errors() {
         let err = gate.acquire(Deadline::NONE).await.expect_err("never a grant");
         let text = err.to_string();
         match (&err, want) {
-            (GateError::Unavailable(StoreError::Corrupt(_)), "CORRUPT") => {
+            (GateError::Unavailable(RedisFailure::Corrupt(_)), "CORRUPT") => {
                 assert!(text.contains("costs one interval of quiet"), "{text}");
             }
-            (GateError::Unavailable(StoreError::Newer(_)), "NEWER") => {
+            (GateError::Unavailable(RedisFailure::Newer(_)), "NEWER") => {
                 assert!(
                     text.contains("format 9, this release understands up to 2"),
                     "{text}"

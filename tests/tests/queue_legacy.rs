@@ -13,7 +13,7 @@ use lawsync::keys::QueueKeys;
 use lawsync::law::BoxFuture;
 use lawsync::lock::RunnerLock;
 use lawsync::queue::{Backoff, Enqueued, ErrorNote, Job, JobKind, RetryQueue, Settled};
-use lawsync::{RedisConn, StoreError};
+use lawsync::{RedisConn, RedisFailure};
 use lawsync_tests::servers::{Topology, unique_ns};
 use redis::Script;
 
@@ -290,7 +290,7 @@ async fn state_from_a_newer_release_is_refused_clearly() {
             "Redis state is newer than this release: queue state {}: version 99, this release understands up to 2; upgrade every instance",
             k.meta
         );
-        let errors: Vec<StoreError> = vec![
+        let errors: Vec<RedisFailure> = vec![
             q.enqueue(&detail(2), None, note("x")).await.expect_err("enqueue"),
             q.claim(5, Duration::from_secs(5)).await.expect_err("claim"),
             q.stats().await.expect_err("stats"),
@@ -308,6 +308,6 @@ async fn state_from_a_newer_release_is_refused_clearly() {
             .await
             .expect("garbage");
         let e = q.stats().await.expect_err("stats");
-        assert!(matches!(e, StoreError::Corrupt(_)), "{topo:?}: {e}");
+        assert!(matches!(e, RedisFailure::Corrupt(_)), "{topo:?}: {e}");
     }
 }

@@ -3,13 +3,13 @@
 use std::time::{Duration, Instant};
 
 use lawsync::config::{RedisConfig, RedisMode};
-use lawsync::{RedisConn, StoreError};
+use lawsync::{RedisConn, RedisFailure};
 use lawsync_tests::servers::{OwnRedis, Topology, dead_port};
 
 /// A hang guard for set-up against a dead or silent Redis; the figure itself is printed.
 const HANG_GUARD: Duration = Duration::from_secs(5);
 
-async fn connect(url: &str, mode: RedisMode) -> (Result<RedisConn, StoreError>, Duration) {
+async fn connect(url: &str, mode: RedisMode) -> (Result<RedisConn, RedisFailure>, Duration) {
     let mut cfg = RedisConfig::for_url(url).expect("url");
     cfg.mode = mode;
     let started = Instant::now();
@@ -41,7 +41,7 @@ async fn a_refused_connection_fails_fast_in_every_mode() {
         let (r, took) = connect(&url, mode).await;
         let err = r.expect_err("nothing listens");
         eprintln!("{mode:?}: refused after {took:?}: {err}");
-        assert!(matches!(err, StoreError::Unreachable(_)), "{mode:?}: {err:?}");
+        assert!(matches!(err, RedisFailure::Unreachable(_)), "{mode:?}: {err:?}");
         assert!(took < HANG_GUARD, "{mode:?}: took {took:?}");
         assert!(
             !err.to_string().contains("127.0.0.1"),
@@ -69,7 +69,7 @@ async fn a_silent_server_times_out() {
         let err = r.expect_err("silent server");
         eprintln!("{mode:?}: silent server reported after {took:?}: {err}");
         assert!(
-            matches!(err, StoreError::Timeout | StoreError::Unreachable(_)),
+            matches!(err, RedisFailure::Timeout | RedisFailure::Unreachable(_)),
             "{mode:?}: {err:?}"
         );
         assert!(took < HANG_GUARD, "{mode:?}: took {took:?}");
@@ -100,7 +100,7 @@ async fn tls_urls_start_a_tls_handshake() {
         eprintln!("{mode:?}: TLS attempt reported after {took:?}: {err}");
         assert_ne!(
             err,
-            StoreError::Unreachable("invalid REDIS_URL"),
+            RedisFailure::Unreachable("invalid REDIS_URL"),
             "{mode:?}: rediss:// not understood"
         );
         assert_eq!(
@@ -128,7 +128,7 @@ async fn a_frozen_redis_fails_the_gate_fast_and_recovers() {
     let err = gate.acquire(Deadline::NONE).await.expect_err("frozen Redis");
     let took = started.elapsed();
     eprintln!("frozen Redis reported after {took:?}: {err}");
-    assert_eq!(err, GateError::Unavailable(StoreError::Timeout));
+    assert_eq!(err, GateError::Unavailable(RedisFailure::Timeout));
     assert!(
         took < Duration::from_secs(2),
         "the 250 ms response timeout must end the wait: {took:?}"

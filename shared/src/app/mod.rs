@@ -38,7 +38,7 @@ pub enum StartupError {
     #[error("secret: {0}")]
     Secret(#[from] crate::secrets::SecretError),
     #[error("Redis: {0}")]
-    Redis(#[from] crate::store::StoreError),
+    Redis(#[from] crate::redis_conn::RedisFailure),
     #[error("law.go.kr client: {0}")]
     Client(#[from] crate::law::LawError),
     #[error("alerts: {0}")]
@@ -49,7 +49,7 @@ pub enum StartupError {
 /// (see [`crate::keys::GateKey::for_secret`]), taking over the per-environment state of the
 /// release before once.
 pub fn law_gate(
-    redis: crate::store::RedisConn,
+    redis: crate::redis_conn::RedisConn,
     oc: &crate::secret::Secret,
     ns: &crate::keys::Namespace,
     cfg: crate::config::GateConfig,
@@ -65,7 +65,7 @@ impl Deps {
     pub async fn build(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, StartupError> {
         use crate::config::DocumentStoreConfig;
         let oc = crate::secrets::resolve_oc(&cfg.law.oc, sdk).await?;
-        let redis = crate::store::RedisConn::connect(&cfg.redis).await?;
+        let redis = crate::redis_conn::RedisConn::connect(&cfg.redis).await?;
         let ns = crate::keys::Namespace::new(&cfg.app_env, crate::law::UPSTREAM)?;
         let gate = Arc::new(law_gate(redis.clone(), &oc, &ns, cfg.gate)?);
         let history = crate::history::RedisHistory::new(redis.clone(), &ns).with_secret(oc.clone());
@@ -119,7 +119,7 @@ impl Deps {
         alerts: &dyn crate::alert::AlertSink,
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
-    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+    ) -> Result<crate::drainer::DrainReport, crate::redis_conn::RedisFailure> {
         self.drain_with(alerts, deadline, max_passes, Default::default())
             .await
     }
@@ -132,7 +132,7 @@ impl Deps {
         deadline: crate::deadline::Deadline,
         max_passes: Option<u32>,
         hooks: crate::drainer::DrainHooks<'_>,
-    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+    ) -> Result<crate::drainer::DrainReport, crate::redis_conn::RedisFailure> {
         self.run_drainer(alerts, deadline, max_passes, true, hooks).await
     }
 
@@ -144,7 +144,7 @@ impl Deps {
     pub async fn drain_inline(
         &self,
         deadline: crate::deadline::Deadline,
-    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+    ) -> Result<crate::drainer::DrainReport, crate::redis_conn::RedisFailure> {
         self.run_drainer(
             &crate::alert::LogAlerts,
             deadline,
@@ -164,7 +164,7 @@ impl Deps {
         max_passes: Option<u32>,
         scheduled: bool,
         hooks: crate::drainer::DrainHooks<'_>,
-    ) -> Result<crate::drainer::DrainReport, crate::store::StoreError> {
+    ) -> Result<crate::drainer::DrainReport, crate::redis_conn::RedisFailure> {
         let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
         let drainer = crate::drainer::Drainer {

@@ -55,7 +55,7 @@ use crate::config::GateConfig;
 use crate::deadline::Deadline;
 use crate::keys::GateKey;
 use crate::policy::{GATE_STATE_IDLE_TTL, RETRY_AFTER_CAP};
-use crate::store::{RedisConn, StoreError};
+use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// Why a slot was not granted. The upstream must not be called.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +63,7 @@ pub enum GateError {
     /// Redis could not be asked (or its gate state is corrupt or newer than this release);
     /// without a grant there is no call.
     #[error("rate gate unavailable: {0}; the upstream was not called")]
-    Unavailable(#[from] StoreError),
+    Unavailable(#[from] RedisFailure),
     /// The next slot is further away than the caller may wait. Nothing was reserved.
     #[error("rate gate: next slot in {} ms exceeds the {} ms wait bound{}", .wait.as_millis(), .bound.as_millis(), .cause)]
     WaitTooLong {
@@ -440,7 +440,7 @@ impl Gate {
     /// Takes over the legacy state once (see [`Gate::adopting`]). Redis being unreachable
     /// fails the operation (and is tried again next time); a legacy state that cannot be
     /// read is reported once and left alone: it is the old release's, not this gate's.
-    async fn adopt_once(&self) -> Result<(), StoreError> {
+    async fn adopt_once(&self) -> Result<(), RedisFailure> {
         let Some(legacy) = &self.legacy else {
             return Ok(());
         };
@@ -448,7 +448,7 @@ impl Gate {
             .get_or_try_init(|| async {
                 let old = match scripts::status(&self.conn, legacy, self.shape()).await {
                     Ok(old) => old,
-                    Err(e @ (StoreError::Corrupt(_) | StoreError::Newer(_))) => {
+                    Err(e @ (RedisFailure::Corrupt(_) | RedisFailure::Newer(_))) => {
                         tracing::warn!(error = %e, "rate gate: the previous release's gate state is unreadable; not taken over");
                         return Ok(());
                     }

@@ -5,7 +5,7 @@
 use redis::ScriptInvocation;
 
 use crate::lua::{self, OneKey};
-use crate::store::{RedisConn, StoreError};
+use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// The gate's shape, as every script takes it: µs, except `idle_ms`.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +61,7 @@ pub(crate) async fn acquire(
     max_wait_us: u64,
     held: u64,
     held_epoch: u64,
-) -> Result<AcquireReply, StoreError> {
+) -> Result<AcquireReply, RedisFailure> {
     let v: Vec<i64> = lua::GATE_ACQUIRE
         .prepare(&key(state))
         .arg(shape.interval_us)
@@ -74,7 +74,7 @@ pub(crate) async fn acquire(
         .invoke_async(&mut conn.clone())
         .await?;
     let &[code, slot, now, cooldown_end, epoch, before, after] = v.as_slice() else {
-        return Err(StoreError::Protocol("gate_acquire reply"));
+        return Err(RedisFailure::Protocol("gate_acquire reply"));
     };
     let (slot, now, cooldown_end, epoch) = (u(slot), u(now), u(cooldown_end), u(epoch));
     match code {
@@ -91,7 +91,7 @@ pub(crate) async fn acquire(
             now,
             cooldown_end,
         }),
-        _ => Err(StoreError::Protocol("gate_acquire reply")),
+        _ => Err(RedisFailure::Protocol("gate_acquire reply")),
     }
 }
 
@@ -101,14 +101,14 @@ pub(crate) async fn defer(
     state: &str,
     shape: Shape,
     length_us: u64,
-) -> Result<(u64, u64), StoreError> {
+) -> Result<(u64, u64), RedisFailure> {
     let mut call = lua::GATE_DEFER.prepare(&key(state));
     call.arg(length_us);
     shape.push(&mut call);
     let v: Vec<i64> = call.invoke_async(&mut conn.clone()).await?;
     match v.as_slice() {
         &[cooldown_end, now] => Ok((u(cooldown_end), u(now))),
-        _ => Err(StoreError::Protocol("gate_defer reply")),
+        _ => Err(RedisFailure::Protocol("gate_defer reply")),
     }
 }
 
@@ -125,7 +125,7 @@ pub(crate) struct StatusReply {
 }
 
 /// `gate_status`: the state at `state`, read, never written.
-pub(crate) async fn status(conn: &RedisConn, state: &str, shape: Shape) -> Result<StatusReply, StoreError> {
+pub(crate) async fn status(conn: &RedisConn, state: &str, shape: Shape) -> Result<StatusReply, RedisFailure> {
     let v: Vec<i64> = lua::GATE_STATUS
         .prepare(&key(state))
         .arg(shape.interval_us)
@@ -149,7 +149,7 @@ pub(crate) async fn status(conn: &RedisConn, state: &str, shape: Shape) -> Resul
             next_reservation: u(next_reservation),
             next_start: u(next_start),
         }),
-        _ => Err(StoreError::Protocol("gate_status reply")),
+        _ => Err(RedisFailure::Protocol("gate_status reply")),
     }
 }
 
@@ -178,7 +178,7 @@ pub(crate) async fn release(
     state: &str,
     shape: Shape,
     grant: Granted,
-) -> Result<Release, StoreError> {
+) -> Result<Release, RedisFailure> {
     let mut call = lua::GATE_RELEASE.prepare(&key(state));
     call.arg(grant.next_start_before)
         .arg(grant.next_start_after)
@@ -189,7 +189,7 @@ pub(crate) async fn release(
     match v {
         1 => Ok(Release::GivenBack),
         0 => Ok(Release::StillCounts),
-        _ => Err(StoreError::Protocol("gate_release reply")),
+        _ => Err(RedisFailure::Protocol("gate_release reply")),
     }
 }
 
@@ -199,7 +199,7 @@ pub(crate) async fn adopt(
     state: &str,
     shape: Shape,
     old: &StatusReply,
-) -> Result<bool, StoreError> {
+) -> Result<bool, RedisFailure> {
     let mut call = lua::GATE_ADOPT.prepare(&key(state));
     call.arg(old.next_reservation)
         .arg(old.next_start)
@@ -208,6 +208,6 @@ pub(crate) async fn adopt(
     let v: i64 = call.invoke_async(&mut conn.clone()).await?;
     match v {
         0 | 1 => Ok(v == 1),
-        _ => Err(StoreError::Protocol("gate_adopt reply")),
+        _ => Err(RedisFailure::Protocol("gate_adopt reply")),
     }
 }

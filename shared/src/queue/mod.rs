@@ -33,8 +33,8 @@ use crate::policy::{
     BACKOFF_JITTER_FRACTION, CLAIM_MOVE_LIMIT, ERROR_HISTORY_LEN, MAX_CLAIM_BATCH, MAX_ERROR_TEXT,
     REDRIVE_BATCH, RETRY_AFTER_CAP, RETRY_BACKOFF_BASE, RETRY_BACKOFF_CAP,
 };
+use crate::redis_conn::{RedisConn, RedisFailure};
 use crate::secret::Secret;
-use crate::store::{RedisConn, StoreError};
 use scripts::{EnqueueArgs, EnqueueReply, SettleAction, SettleArgs};
 
 /// What [`RetryQueue::enqueue`] did.
@@ -158,7 +158,7 @@ impl RetryQueue {
         job: &Job,
         retry_after: Option<Duration>,
         error: ErrorNote,
-    ) -> Result<Enqueued, StoreError> {
+    ) -> Result<Enqueued, RedisFailure> {
         self.enqueue_due_in(job, self.backoff.delay(0, retry_after), error)
             .await
     }
@@ -170,7 +170,7 @@ impl RetryQueue {
         job: &Job,
         delay: Duration,
         error: ErrorNote,
-    ) -> Result<Enqueued, StoreError> {
+    ) -> Result<Enqueued, RedisFailure> {
         let job_json = job_json(job)?;
         let delay = delay.min(RETRY_AFTER_CAP);
         let revived = ErrorNote::now(
@@ -198,7 +198,7 @@ impl RetryQueue {
     }
 
     /// Leases up to `k` due entries for `lease`, oldest first failure first.
-    pub async fn claim(&self, k: usize, lease: Duration) -> Result<Claim, StoreError> {
+    pub async fn claim(&self, k: usize, lease: Duration) -> Result<Claim, RedisFailure> {
         let k = k.clamp(1, MAX_CLAIM_BATCH);
         let nonce = format!("{:016x}", rand::rng().random::<u64>());
         let reply = scripts::claim(
@@ -266,7 +266,7 @@ impl RetryQueue {
     }
 
     /// Done: removes the entry. `false` when the lease was lost (someone else owns it).
-    pub async fn ack(&self, leased: &Leased) -> Result<bool, StoreError> {
+    pub async fn ack(&self, leased: &Leased) -> Result<bool, RedisFailure> {
         self.settle(
             &leased.id,
             &leased.token,
@@ -286,7 +286,7 @@ impl RetryQueue {
         error: ErrorNote,
         retry_after: Option<Duration>,
         max_attempts: u32,
-    ) -> Result<Settled, StoreError> {
+    ) -> Result<Settled, RedisFailure> {
         let count = leased.retry_count.saturating_add(1);
         let history = self.history_json(&leased.errors, error);
         let (action, delay) = if count >= max_attempts {
@@ -307,7 +307,7 @@ impl RetryQueue {
     }
 
     /// A failure no retry can fix: straight to the dead letters.
-    pub async fn dead_letter(&self, leased: &Leased, error: ErrorNote) -> Result<bool, StoreError> {
+    pub async fn dead_letter(&self, leased: &Leased, error: ErrorNote) -> Result<bool, RedisFailure> {
         let history = self.history_json(&leased.errors, error);
         let count = leased.retry_count.saturating_add(1);
         self.settle(
@@ -324,7 +324,7 @@ impl RetryQueue {
     /// Records `job` as a dead letter at once (a permanent failure seen outside the queue),
     /// with `error` added to any history it has, and owes an alert for it. A job already
     /// dead gets the note and a new alert ([`Buried::AlreadyDead`]).
-    pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<Buried, StoreError> {
+    pub async fn record_dead(&self, job: &Job, error: ErrorNote) -> Result<Buried, RedisFailure> {
         let job_json = job_json(job)?;
         let legacy = job.legacy_id().unwrap_or_default();
         let notes = self.notes_json(&[error]);
@@ -347,7 +347,7 @@ impl RetryQueue {
 
     /// Not worked (the pass ran out of time): back to the front of the due entries,
     /// retryCount unchanged.
-    pub async fn release(&self, leased: &Leased) -> Result<bool, StoreError> {
+    pub async fn release(&self, leased: &Leased) -> Result<bool, RedisFailure> {
         self.settle(
             &leased.id,
             &leased.token,
@@ -362,7 +362,7 @@ impl RetryQueue {
     /// Not worked, and not workable before `delay` (the rate gate has no room until then):
     /// back to the waiting entries, due after `delay`, retryCount and history unchanged.
     /// `false` when the lease was lost.
-    pub async fn release_until(&self, leased: &Leased, delay: Duration) -> Result<bool, StoreError> {
+    pub async fn release_until(&self, leased: &Leased, delay: Duration) -> Result<bool, RedisFailure> {
         let delay = delay.min(RETRY_AFTER_CAP);
         self.settle(&leased.id, &leased.token, SettleAction::Later, 0, "", delay)
             .await
@@ -376,7 +376,7 @@ impl RetryQueue {
         count: u32,
         history: &str,
         delay: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<bool, RedisFailure> {
         let args = SettleArgs {
             id,
             token,
@@ -391,7 +391,7 @@ impl RetryQueue {
     /// Puts one dead letter (`Some(id)`) or up to `limit` of the oldest back as fresh
     /// entries, due now with retryCount 0, in bounded steps. Returns how many were
     /// redriven; dead ids whose job is gone are cleaned away, not counted.
-    pub async fn redrive(&self, id: Option<&str>, limit: usize) -> Result<u64, StoreError> {
+    pub async fn redrive(&self, id: Option<&str>, limit: usize) -> Result<u64, RedisFailure> {
         let mut total = 0u64;
         let mut left = limit.max(1);
         while left > 0 {
@@ -414,7 +414,7 @@ impl RetryQueue {
     }
 
     /// Depth, due now, in flight, dead, oldest age, in one atomic read.
-    pub async fn stats(&self) -> Result<QueueStats, StoreError> {
+    pub async fn stats(&self) -> Result<QueueStats, RedisFailure> {
         let r = scripts::stats(&self.conn, &self.keys).await?;
         let ms = |x: u64| Duration::from_millis(x);
         Ok(QueueStats {
@@ -429,23 +429,23 @@ impl RetryQueue {
     }
 
     /// Up to `limit` live entries, oldest first failure first.
-    pub async fn list(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
+    pub async fn list(&self, limit: usize) -> Result<Vec<EntryView>, RedisFailure> {
         self.view(&self.keys.first, limit).await
     }
 
     /// Up to `limit` dead letters, oldest death first.
-    pub async fn dead(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
+    pub async fn dead(&self, limit: usize) -> Result<Vec<EntryView>, RedisFailure> {
         self.view(&self.keys.dead, limit).await
     }
 
     /// Up to `limit` dead letters whose alert has not been delivered, oldest first.
-    pub async fn pending_alerts(&self, limit: usize) -> Result<Vec<EntryView>, StoreError> {
+    pub async fn pending_alerts(&self, limit: usize) -> Result<Vec<EntryView>, RedisFailure> {
         self.view(&self.keys.alerts, limit).await
     }
 
     /// Marks the alerts of `sent` (as [`RetryQueue::pending_alerts`] read them) as
     /// delivered. An entry that died again since it was read keeps its alert owed.
-    pub async fn alerts_delivered(&self, sent: &[EntryView]) -> Result<(), StoreError> {
+    pub async fn alerts_delivered(&self, sent: &[EntryView]) -> Result<(), RedisFailure> {
         if sent.is_empty() {
             return Ok(());
         }
@@ -454,7 +454,7 @@ impl RetryQueue {
         Ok(())
     }
 
-    async fn view(&self, set: &str, limit: usize) -> Result<Vec<EntryView>, StoreError> {
+    async fn view(&self, set: &str, limit: usize) -> Result<Vec<EntryView>, RedisFailure> {
         let mut conn = self.conn.clone();
         let ids: Vec<(String, f64)> = redis::cmd("ZRANGE")
             .arg(set)
@@ -537,9 +537,9 @@ impl RetryQueue {
 }
 
 /// A job checked and serialized for storage, as every write of one needs it.
-fn job_json(job: &Job) -> Result<String, StoreError> {
-    job.check().map_err(|e| StoreError::Invalid(e.to_string()))?;
-    serde_json::to_string(job).map_err(|_| StoreError::Invalid("job payload is not serializable".into()))
+fn job_json(job: &Job) -> Result<String, RedisFailure> {
+    job.check().map_err(|e| RedisFailure::Invalid(e.to_string()))?;
+    serde_json::to_string(job).map_err(|_| RedisFailure::Invalid("job payload is not serializable".into()))
 }
 
 /// Whole milliseconds, saturating (a `Duration` can exceed what Redis takes).

@@ -4,7 +4,7 @@
 
 use crate::keys::QueueKeys;
 use crate::lua::{self, OneKey};
-use crate::store::{RedisConn, StoreError};
+use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// What `queue_enqueue` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub(crate) async fn enqueue(
     conn: &RedisConn,
     q: &QueueKeys,
     a: EnqueueArgs<'_>,
-) -> Result<EnqueueReply, StoreError> {
+) -> Result<EnqueueReply, RedisFailure> {
     let (status, _due, _id): (i64, i64, String) = lua::QUEUE_ENQUEUE
         .prepare(q)
         .arg(a.id)
@@ -45,7 +45,7 @@ pub(crate) async fn enqueue(
         1 => Ok(EnqueueReply::Queued),
         0 => Ok(EnqueueReply::AlreadyQueued),
         3 => Ok(EnqueueReply::Revived),
-        _ => Err(StoreError::Protocol("queue_enqueue reply")),
+        _ => Err(RedisFailure::Protocol("queue_enqueue reply")),
     }
 }
 
@@ -76,7 +76,7 @@ pub(crate) async fn claim(
     lease_ms: u64,
     move_limit: usize,
     nonce: &str,
-) -> Result<ClaimReply, StoreError> {
+) -> Result<ClaimReply, RedisFailure> {
     let reply: Vec<String> = lua::QUEUE_CLAIM
         .prepare(q)
         .arg(k)
@@ -85,7 +85,7 @@ pub(crate) async fn claim(
         .arg(nonce)
         .invoke_async(&mut conn.clone())
         .await?;
-    let bad = StoreError::Protocol("queue_claim reply");
+    let bad = RedisFailure::Protocol("queue_claim reply");
     let (head, rest) = reply.split_at_checked(3).ok_or(bad.clone())?;
     if rest.len() % 6 != 0 {
         return Err(bad);
@@ -146,7 +146,7 @@ pub(crate) struct SettleArgs<'a> {
 }
 
 /// `queue_settle`: true when settled, false when the lease is someone else's now.
-pub(crate) async fn settle(conn: &RedisConn, q: &QueueKeys, a: SettleArgs<'_>) -> Result<bool, StoreError> {
+pub(crate) async fn settle(conn: &RedisConn, q: &QueueKeys, a: SettleArgs<'_>) -> Result<bool, RedisFailure> {
     let v: i64 = lua::QUEUE_SETTLE
         .prepare(q)
         .arg(a.id)
@@ -159,7 +159,7 @@ pub(crate) async fn settle(conn: &RedisConn, q: &QueueKeys, a: SettleArgs<'_>) -
         .await?;
     match v {
         0 | 1 => Ok(v == 1),
-        _ => Err(StoreError::Protocol("queue_settle reply")),
+        _ => Err(RedisFailure::Protocol("queue_settle reply")),
     }
 }
 
@@ -172,7 +172,7 @@ pub(crate) async fn bury(
     notes: &str,
     keep: usize,
     legacy_id: &str,
-) -> Result<bool, StoreError> {
+) -> Result<bool, RedisFailure> {
     let (status, _id): (i64, String) = lua::QUEUE_BURY
         .prepare(q)
         .arg(id)
@@ -184,7 +184,7 @@ pub(crate) async fn bury(
         .await?;
     match status {
         0 | 1 => Ok(status == 1),
-        _ => Err(StoreError::Protocol("queue_bury reply")),
+        _ => Err(RedisFailure::Protocol("queue_bury reply")),
     }
 }
 
@@ -194,7 +194,7 @@ pub(crate) async fn redrive(
     q: &QueueKeys,
     id: Option<&str>,
     most: usize,
-) -> Result<(u64, u64), StoreError> {
+) -> Result<(u64, u64), RedisFailure> {
     Ok(lua::QUEUE_REDRIVE
         .prepare(q)
         .arg(id.unwrap_or(""))
@@ -217,7 +217,7 @@ pub(crate) struct StatsReply {
     pub next_due: u64,
 }
 
-pub(crate) async fn stats(conn: &RedisConn, q: &QueueKeys) -> Result<StatsReply, StoreError> {
+pub(crate) async fn stats(conn: &RedisConn, q: &QueueKeys) -> Result<StatsReply, RedisFailure> {
     let v: Vec<i64> = lua::QUEUE_STATS
         .prepare(q)
         .invoke_async(&mut conn.clone())
@@ -233,7 +233,7 @@ pub(crate) async fn stats(conn: &RedisConn, q: &QueueKeys) -> Result<StatsReply,
             oldest_first_failure: u(oldest),
             next_due: u(next_due),
         }),
-        _ => Err(StoreError::Protocol("queue_stats reply")),
+        _ => Err(RedisFailure::Protocol("queue_stats reply")),
     }
 }
 
@@ -242,7 +242,7 @@ pub(crate) async fn alerted(
     conn: &RedisConn,
     q: &QueueKeys,
     sent: &[(&str, u64)],
-) -> Result<u64, StoreError> {
+) -> Result<u64, RedisFailure> {
     let mut call = lua::QUEUE_ALERTED.prepare(q);
     for (id, score) in sent {
         call.arg(*id).arg(*score);
@@ -256,7 +256,7 @@ pub(crate) async fn lock_extend(
     lock: &str,
     token: &str,
     ttl_ms: u64,
-) -> Result<bool, StoreError> {
+) -> Result<bool, RedisFailure> {
     let v: i64 = lua::LOCK_EXTEND
         .prepare(&OneKey {
             name: "lock",
@@ -269,7 +269,7 @@ pub(crate) async fn lock_extend(
     Ok(v == 1)
 }
 
-pub(crate) async fn lock_release(conn: &RedisConn, lock: &str, token: &str) -> Result<bool, StoreError> {
+pub(crate) async fn lock_release(conn: &RedisConn, lock: &str, token: &str) -> Result<bool, RedisFailure> {
     let v: i64 = lua::LOCK_RELEASE
         .prepare(&OneKey {
             name: "lock",
