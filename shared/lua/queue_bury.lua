@@ -1,7 +1,8 @@
 --[[ queue_bury: record a job that failed permanently straight as a dead letter (a failure
   seen outside the queue, e.g. on its first SQS delivery). A live entry of the same job
   leaves the live sets, keeping its history, with its retryCount raised by one (this
-  failure); a drainer holding its lease then finds the lease gone. A job already dead gets the note appended and is alerted again: never silent.
+  failure); a drainer holding its lease then finds the lease gone. A job already dead gets
+  the note appended and is alerted again: never silent.
   Keys (shared/src/keys.rs says what each holds):
     K.jobs K.first K.count K.errors K.waiting K.ready K.leased K.lease K.dead K.alerts K.meta
   Input:

@@ -300,6 +300,14 @@ async fn claim_never_leases_twice_and_names_a_lost_job() {
         let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, &["1", "1000", "100", "n"]).await;
         assert_eq!(code(r), "CORRUPT", "{topo:?}");
         assert_eq!(q.snapshot().await, before, "{topo:?}");
+        // INCR refuses a leading zero too: refused before anything moves, never half-way.
+        for bad in ["007", "00", "-1", "1e3", " 7"] {
+            q.set(&["SET", &seq, bad]).await;
+            let before = q.snapshot().await;
+            let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, &["1", "1000", "100", "n"]).await;
+            assert_eq!(code(r), "CORRUPT", "{topo:?}: seq {bad:?}");
+            assert_eq!(q.snapshot().await, before, "{topo:?}: seq {bad:?}");
+        }
         q.set(&["SET", &seq, "7"]).await;
         let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, &["0", "1000", "100", "n"]).await;
         assert_eq!(code(r), "BADARG", "{topo:?}: k must be >= 1");

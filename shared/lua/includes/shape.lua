@@ -16,8 +16,9 @@ local function queue_shape_refusal()
       return redis.error_reply('CORRUPT ' .. key .. ' is a ' .. have .. ', not a ' .. want)
     end
     if want == 'string' and have == 'string' then
+      -- What INCR can add to: a whole number without leading zeros, far from overflow.
       local v = redis.call('GET', key)
-      if not string.match(v, '^%d+$') or #v > 15 then
+      if not (v == '0' or string.match(v, '^[1-9]%d*$')) or #v > 15 then
         return redis.error_reply('CORRUPT ' .. key .. ' is not a lease counter')
       end
     end

@@ -4,7 +4,8 @@
   still found (the caller passes it), and histories may carry a 'revived' note.
   queue_format_refusal(meta) → nil when this script can read the state, else the error
   reply to return: a newer format (an instance of a newer release wrote it), a v that
-  is not a version, or a meta key that is not a hash. queue_format_mark(meta) records the format after a change. ]]
+  is not a version, or a meta key that is not a hash. queue_format_mark(meta) records the
+  format after a change. ]]
 local QUEUE_FORMAT = 2
 local function queue_format_refusal(meta)
   local kind = redis.call('TYPE', meta).ok
