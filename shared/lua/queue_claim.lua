@@ -67,7 +67,8 @@ while taken < k and strays < limit do
       strays = strays + 1
     else
       redis.call('ZREM', K.waiting, id)
-      local token = nonce .. ':' .. redis.call('INCR', K.seq)
+      -- %d, not Lua's own number-to-text, which keeps 14 digits: tokens stay exact.
+      local token = nonce .. ':' .. string.format('%d', redis.call('INCR', K.seq))
       redis.call('ZADD', K.leased, now + lease_ms, id)
       redis.call('HSET', K.lease, id, token)
       taken = taken + 1

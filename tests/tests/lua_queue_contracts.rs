@@ -308,6 +308,17 @@ async fn claim_never_leases_twice_and_names_a_lost_job() {
             assert_eq!(code(r), "CORRUPT", "{topo:?}: seq {bad:?}");
             assert_eq!(q.snapshot().await, before, "{topo:?}: seq {bad:?}");
         }
+        // A counter past Lua's 14 digits of number-to-text still makes exact, distinct tokens.
+        q.set(&["SET", &seq, "123456789012340"]).await;
+        q.enqueue("J:big1", "0", "").await;
+        q.enqueue("J:big2", "0", "").await;
+        let (_, _, _, big) = q.claim("2", "60000").await;
+        let tokens: Vec<&str> = big.iter().map(|e| e[1].as_str()).collect();
+        assert_eq!(
+            tokens,
+            ["nonce:123456789012341", "nonce:123456789012342"],
+            "{topo:?}"
+        );
         q.set(&["SET", &seq, "7"]).await;
         let r: redis::RedisResult<Value> = q.run(&lua::QUEUE_CLAIM, &["0", "1000", "100", "n"]).await;
         assert_eq!(code(r), "BADARG", "{topo:?}: k must be >= 1");
