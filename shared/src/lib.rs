@@ -53,6 +53,7 @@ pub mod local_events;
 pub mod lock;
 pub mod lua;
 pub mod metrics;
+pub mod mirror;
 pub mod policy;
 pub mod queue;
 pub mod redis_conn;
