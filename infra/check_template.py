@@ -1,17 +1,227 @@
 """Checks the template for what lawsync relies on and cfn-lint cannot know.
 
 Run with the project venv's python (cfn-lint's YAML loader reads the intrinsic tags):
-    .venv/bin/python infra/check_template.py infra/template.yaml
-Exits 1 with one line per broken rule.
+    .venv/bin/python infra/check_template.py infra/template.yaml [--layout shared/src/mirror/layout.rs]
+Exits 1 with one line per broken rule, 2 when layout.rs cannot be read.
+
+The S3 rule: each function's policy grants exactly what the prefix table in
+shared/src/mirror/layout.rs says the code does (s3:GetObject on <prefix>* for a read
+prefix, s3:PutObject for a write prefix, s3:ListBucket on the bucket with an s3:prefix
+condition for a list prefix), nothing it does not name, and nothing on the whole bucket.
 """
+import json
+import re
 import sys
+from pathlib import Path
 
 from cfnlint.decode import decode
 
 SECRET_VARS = {"LAW_API_OC", "SLACK_WEBHOOK_URL"}
+LAYOUT = Path(__file__).resolve().parent.parent / "shared" / "src" / "mirror" / "layout.rs"
+BUCKET = "DocumentBucket"
+# The S3 action each column of the table stands for.
+ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "list": "s3:ListBucket"}
+
+PREFIX_LINE = re.compile(
+    r'^pub const (\w+): Prefix = Prefix \{ path: "([a-z0-9_-]+/)", '
+    r"read: (true|false), write: (true|false), list: (true|false) \};$")
 
 
-def main(path):
+class LayoutError(Exception):
+    pass
+
+
+def read_layout(path):
+    """The prefix table: {path: {"read": bool, "write": bool, "list": bool}}. Raises
+    LayoutError for a table it cannot read whole, rather than checking against part of it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise LayoutError(f"{path}: cannot be read: {e}")
+    table, names = {}, {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not re.search(r"\bPrefix\s*\{|:\s*Prefix\s*=", line) or line.startswith(("pub struct", "//")):
+            continue
+        m = PREFIX_LINE.match(line)
+        if not m:
+            raise LayoutError(
+                f"{path}:{n}: a Prefix the check cannot parse (want "
+                f'`pub const NAME: Prefix = Prefix {{ path: "p/", read: B, write: B, list: B }};` '
+                f"on one line): {line}")
+        name, prefix, *flags = m.groups()
+        if prefix in table:
+            raise LayoutError(f"{path}:{n}: prefix {prefix} is named twice")
+        table[prefix] = dict(zip(ACTIONS, (f == "true" for f in flags)))
+        names[name] = prefix
+    if not table:
+        raise LayoutError(f"{path}: no `pub const NAME: Prefix = Prefix {{ ... }};` found")
+    for a in table:
+        for b in table:
+            if a != b and b.startswith(a):
+                raise LayoutError(f"{path}: prefix {b} lies inside {a}; a grant on {a}* would cover both")
+    m = re.search(r"pub const ALL: \[Prefix; (\d+)\] = \[([^\]]*)\];", text)
+    listed = [x.strip() for x in m.group(2).split(",") if x.strip()] if m else None
+    if listed is None or sorted(listed) != sorted(names) or int(m.group(1)) != len(names):
+        raise LayoutError(f"{path}: ALL must list every Prefix const once ({', '.join(names)}); it lists {listed}")
+    return table
+
+
+def as_list(v):
+    return v if isinstance(v, list) else [v]
+
+
+def bucket_ref(res):
+    """("bucket", None) for the bucket's ARN, ("object", rest) for ${DocumentBucket.Arn}/rest,
+    None for anything else."""
+    if isinstance(res, dict) and list(res) == ["Fn::GetAtt"]:
+        att = res["Fn::GetAtt"]
+        att = att.split(".", 1) if isinstance(att, str) else att
+        return ("bucket", None) if list(att) == [BUCKET, "Arn"] else None
+    if isinstance(res, dict) and list(res) == ["Fn::Sub"]:
+        sub = res["Fn::Sub"]
+        if isinstance(sub, list):
+            if len(sub) != 2 or sub[1]:
+                return None
+            sub = sub[0]
+        if not isinstance(sub, str):
+            return None
+        head = "${%s.Arn}" % BUCKET
+        if sub == head:
+            return ("bucket", None)
+        if sub.startswith(head + "/"):
+            return ("object", sub[len(head) + 1:])
+    return None
+
+
+def show(res):
+    if isinstance(res, dict) and "Fn::Sub" in res:
+        sub = res["Fn::Sub"]
+        return sub if isinstance(sub, str) else json.dumps(sub)
+    if isinstance(res, dict) and "Fn::GetAtt" in res:
+        att = res["Fn::GetAtt"]
+        return "${%s}" % (att if isinstance(att, str) else ".".join(att))
+    return json.dumps(res) if not isinstance(res, str) else res
+
+
+def s3_grants(name, policies):
+    """What a function's Policies grant in S3: a set of (action, prefix) and the problems
+    found on the way (grants the table cannot express)."""
+    grants, problems = set(), []
+    for pol in as_list(policies if policies is not None else []):
+        if isinstance(pol, str):
+            problems.append(f"{name}: managed policy {pol}: the check cannot see what it grants in S3; write statements")
+            continue
+        if not isinstance(pol, dict):
+            problems.append(f"{name}: a policy the check cannot read: {json.dumps(pol)[:80]}")
+            continue
+        if "Statement" not in pol:
+            for template in pol:
+                if template.upper().startswith("S3") or BUCKET in json.dumps(pol[template]):
+                    problems.append(f"{name}: SAM policy template {template} grants S3 actions beyond layout.rs; write statements")
+            continue
+        for st in as_list(pol["Statement"]):
+            if not isinstance(st, dict) or st.get("Effect") != "Allow":
+                continue
+            if "NotAction" in st or "NotResource" in st:
+                problems.append(f"{name}: an Allow with NotAction/NotResource grants more than it names")
+                continue
+            actions = [a for a in as_list(st.get("Action", [])) if isinstance(a, str)]
+            s3 = [a for a in actions if a == "*" or a.lower().startswith("s3:")]
+            if not s3:
+                continue
+            resources = as_list(st.get("Resource", []))
+            cond = st.get("Condition")
+            for action in s3:
+                known = {v.lower(): v for v in ACTIONS.values()}.get(action.lower())
+                for res in resources:
+                    ref = bucket_ref(res)
+                    where = show(res)
+                    if known is None:
+                        problems.append(f"{name}: {action} on {where}: layout.rs uses only "
+                                        f"{', '.join(ACTIONS.values())}")
+                    elif known == ACTIONS["list"]:
+                        if ref != ("bucket", None):
+                            problems.append(f"{name}: s3:ListBucket on {where}: it belongs on ${{{BUCKET}.Arn}} with an s3:prefix condition")
+                            continue
+                        values = list_prefixes(cond)
+                        if values is None:
+                            problems.append(f"{name}: s3:ListBucket on the whole bucket: needs "
+                                            f"Condition {{StringLike: {{'s3:prefix': [<prefix>*, ...]}}}}, nothing else")
+                            continue
+                        for v in values:
+                            if isinstance(v, str) and v.endswith("/*") and "*" not in v[:-1]:
+                                grants.add((known, v[:-1]))
+                            else:
+                                problems.append(f"{name}: s3:ListBucket s3:prefix {json.dumps(v)}: want <prefix>* for a prefix of layout.rs")
+                    else:
+                        if cond is not None:
+                            problems.append(f"{name}: {known} with a Condition the check cannot read; grant it plainly")
+                            continue
+                        if ref is None or ref[0] != "object":
+                            problems.append(f"{name}: {known} on {where}: want ${{{BUCKET}.Arn}}/<prefix>*")
+                        elif ref[1] == "*" or not ref[1].endswith("/*") or "*" in ref[1][:-1]:
+                            problems.append(f"{name}: {known} on {where}: "
+                                            + ("an object grant on the whole bucket" if ref[1] == "*" or ref[1].startswith("*")
+                                               else "want <prefix>* for a prefix of layout.rs"))
+                        else:
+                            grants.add((known, ref[1][:-1]))
+    return grants, problems
+
+
+def list_prefixes(cond):
+    """The values of {StringLike: {s3:prefix: [...]}}, or None for no or any other condition."""
+    if not isinstance(cond, dict) or list(cond) != ["StringLike"]:
+        return None
+    inner = cond["StringLike"]
+    if not isinstance(inner, dict) or list(inner) != ["s3:prefix"]:
+        return None
+    return as_list(inner["s3:prefix"])
+
+
+def check_s3(name, props, table):
+    if "Role" in props:
+        return [f"{name}: Role is set, so Policies are ignored and the S3 grants cannot be checked"]
+    granted, problems = s3_grants(name, props.get("Policies"))
+    verbs = {"read": "reads", "write": "writes", "list": "lists"}
+    for action, prefix in sorted(granted):
+        col = next(c for c, a in ACTIONS.items() if a == action)
+        if prefix not in table:
+            problems.append(f"{name}: {action} on {prefix}: not a prefix of layout.rs")
+        elif not table[prefix][col]:
+            problems.append(f"{name}: {action} on {prefix}: layout.rs never {verbs[col]} {prefix}")
+    for prefix, flags in table.items():
+        for col, action in ACTIONS.items():
+            if flags[col] and (action, prefix) not in granted:
+                problems.append(f"{name}: no {action} on {prefix}: layout.rs {verbs[col]} {prefix}")
+    return problems
+
+
+def s3_elsewhere(resources):
+    """Any Allow of an S3 action outside the functions' Policies (an AWS::IAM::Policy on a
+    function's role, an Allow in the bucket policy): it would grant past the check."""
+    problems = []
+
+    def walk(name, node):
+        if isinstance(node, list):
+            for x in node:
+                walk(name, x)
+        elif isinstance(node, dict):
+            if node.get("Effect") == "Allow":
+                for a in as_list(node.get("Action", node.get("NotAction", []))):
+                    if isinstance(a, str) and (a == "*" or a.lower().startswith("s3:")):
+                        problems.append(f"{name}: allows {a} outside the functions' Policies, past the layout.rs check")
+            for v in node.values():
+                walk(name, v)
+
+    for name, res in resources.items():
+        if res.get("Type") != "AWS::Serverless::Function":
+            walk(name, res.get("Properties", {}))
+    return problems
+
+
+def main(path, layout=LAYOUT):
+    table = read_layout(layout)
     template, matches = decode(path)
     if matches:
         return [f"{path}: cannot be read: {m}" for m in matches]
@@ -32,6 +242,7 @@ def main(path):
                **props.get("Environment", {}).get("Variables", {})}
         for var in SECRET_VARS & set(env):
             problems.append(f"{name}: {var} as a plain environment value; use the *_SECRET_ARN variable")
+        problems += check_s3(name, props, table)
         timeout = int(merged.get("Timeout", 3))
         for ev_name, ev in props.get("Events", {}).items():
             if ev.get("Type") != "SQS":
@@ -49,11 +260,22 @@ def main(path):
                 problems.append(f"{name}.{ev_name}: {target} VisibilityTimeout {vt} s is under 6 x the {timeout} s timeout")
             if "RedrivePolicy" not in q:
                 problems.append(f"{name}.{ev_name}: {target} needs a RedrivePolicy to a dead-letter queue")
+    problems += s3_elsewhere(resources)
     return problems
 
 
 if __name__ == "__main__":
-    found = main(sys.argv[1])
+    args = sys.argv[1:]
+    layout = LAYOUT
+    if len(args) == 3 and args[1] == "--layout":
+        layout = args[2]
+    elif len(args) != 1:
+        sys.exit("usage: check_template.py TEMPLATE [--layout LAYOUT_RS]")
+    try:
+        found = main(args[0], layout)
+    except LayoutError as e:
+        print(f"layout: {e}")
+        sys.exit(2)
     for p in found:
         print(p)
     sys.exit(1 if found else 0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make lint-infra: the SAM template through `sam validate --lint`, cfn-lint (which expands
 # the SAM transform) and infra/check_template.py; then the proof that the linters are
-# awake: each deliberately broken copy of the template must fail. No AWS account needed.
+# awake: each deliberately broken copy of the template, and of the S3 prefix table in
+# shared/src/mirror/layout.rs it is checked against, must fail. No AWS account needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(scripts/infra-tools.sh)
@@ -25,6 +26,14 @@ broken=(
   "no ReportBatchItemFailures|0,/FunctionResponseTypes: \\[ReportBatchItemFailures\\]/s//FunctionResponseTypes: []/"
   "a visibility timeout under six function timeouts|0,/VisibilityTimeout: 720/s//VisibilityTimeout: 120/"
   "the key as a plain environment value|s/RUST_LOG: info/LAW_API_OC: plain-key/"
+  # S3 grants against shared/src/mirror/layout.rs; each edit touches SearchFunction only
+  # (the first policy in the file), the other two keep theirs.
+  "a function without PutObject on runs/|0,/Action: s3:ListBucket/{/Action: s3:PutObject/,/Action: s3:ListBucket/{/\/runs\/\*'/d}}"
+  "a function granted s3:*|0,/Action: s3:GetObject/s//Action: 's3:*'/"
+  "a bucket-wide object grant|0,/\/prec\/\*'/s//\/*'/"
+  "GetObject on changes/, which the code only writes|0,/Action: s3:PutObject/{/\/runs\/\*'/{p;s/runs/changes/}}"
+  "a ListBucket without its s3:prefix condition|0,/Condition: {StringLike: {'s3:prefix'/{//d}"
+  "a ListBucket condition naming a prefix the code never lists|0,/'runs\/\*'\]}}/s//'runs\/*', 'index\/*']}}/"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -39,4 +48,25 @@ for case in "${broken[@]}"; do
     echo "lint-infra: a template with $what passed the linters" >&2; exit 1
   fi
   echo "lint-infra: caught $what: $(grep -m1 -E '^[EW][0-9]|: ' "$tmp/out" | cut -c1-110)"
+done
+
+# The table's side: the check must fail for a layout.rs the template no longer matches, and
+# fail loudly for one it cannot read, rather than check against part of it.
+layouts=(
+  "a table reading index/, which no policy grants|s/path: \"index\/\", read: false/path: \"index\/\", read: true/"
+  "a Prefix line the check cannot parse|s/path: \"runs\/\", read: true/path: \"runs\/\", read: yes/"
+  "a table with no Prefix at all|/: Prefix = Prefix {/d"
+)
+layout=shared/src/mirror/layout.rs
+for case in "${layouts[@]}"; do
+  what=${case%%|*}
+  cp "$layout" "$tmp/layout.rs"
+  sed -i "${case#*|}" "$tmp/layout.rs"
+  if cmp -s "$layout" "$tmp/layout.rs"; then
+    echo "lint-infra: the broken case '$what' changed nothing; fix its sed expression" >&2; exit 1
+  fi
+  if "$bin/python" infra/check_template.py "$template" --layout "$tmp/layout.rs" >"$tmp/out" 2>&1; then
+    echo "lint-infra: check_template.py passed the template against $what" >&2; exit 1
+  fi
+  echo "lint-infra: caught $what: $(head -1 "$tmp/out" | cut -c1-110)"
 done
