@@ -21,6 +21,8 @@ LAYOUT = Path(__file__).resolve().parent.parent / "shared" / "src" / "mirror" / 
 BUCKET = "DocumentBucket"
 # The S3 action each column of the table stands for.
 ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "list": "s3:ListBucket"}
+SCHEDULE_KINDS = {"daily", "sweep"}
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 PREFIX_LINE = re.compile(
     r'^pub const (\w+): Prefix = Prefix \{ path: "([a-z0-9_-]+/)", '
@@ -220,6 +222,40 @@ def s3_elsewhere(resources):
     return problems
 
 
+def check_schedules(resources):
+    """The search queue's schedules: a valid JSON Input naming its kind and the scheduled
+    time, each kind once."""
+    problems, seen = [], {}
+    for name, res in resources.items():
+        if res.get("Type") != "AWS::Scheduler::Schedule":
+            continue
+        target = res.get("Properties", {}).get("Target", {})
+        raw = target.get("Input")
+        try:
+            body = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            problems.append(f"{name}: Target.Input must be a JSON object, got {json.dumps(raw)[:80]}")
+            continue
+        kind = body.get("schedule")
+        if kind not in SCHEDULE_KINDS:
+            problems.append(f"{name}: Input schedule must be one of {sorted(SCHEDULE_KINDS)}, got {json.dumps(kind)}")
+        else:
+            seen.setdefault(kind, []).append(name)
+        if body.get("at") != SCHEDULED_TIME:
+            problems.append(f"{name}: Input at must be {SCHEDULED_TIME}, got {json.dumps(body.get('at'))}")
+        extra = set(body) - {"schedule", "at"}
+        if extra:
+            problems.append(f"{name}: Input has fields the search function does not read: {sorted(extra)}")
+        if target.get("Arn") != {"Fn::GetAtt": ["SearchQueue", "Arn"]}:
+            problems.append(f"{name}: Target.Arn must be the search queue")
+    for kind in sorted(SCHEDULE_KINDS):
+        if len(seen.get(kind, [])) != 1:
+            problems.append(f"schedules: want exactly one {kind} schedule, found {seen.get(kind, [])}")
+    return problems
+
+
 def main(path, layout=LAYOUT):
     table = read_layout(layout)
     template, matches = decode(path)
@@ -261,6 +297,7 @@ def main(path, layout=LAYOUT):
             if "RedrivePolicy" not in q:
                 problems.append(f"{name}.{ev_name}: {target} needs a RedrivePolicy to a dead-letter queue")
     problems += s3_elsewhere(resources)
+    problems += check_schedules(resources)
     return problems
 
 

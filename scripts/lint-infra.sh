@@ -34,6 +34,10 @@ broken=(
   "GetObject on changes/, which the code only writes|0,/Action: s3:PutObject/{/\/runs\/\*'/{p;s/runs/changes/}}"
   "a ListBucket without its s3:prefix condition|0,/Condition: {StringLike: {'s3:prefix'/{//d}"
   "a ListBucket condition naming a prefix the code never lists|0,/'runs\/\*'\]}}/s//'runs\/*', 'index\/*']}}/"
+  # The schedules' messages, as the search function reads them.
+  "a schedule still sending the old dayBefore message|s/{\"schedule\":\"daily\",\"at\"/{\"dayBefore\"/"
+  "a schedule kind the search function does not know|s/\"schedule\":\"sweep\"/\"schedule\":\"weekly\"/"
+  "a schedule Input that is not JSON|s/\"at\":\"<aws.scheduler.scheduled-time>\"}'/\"at\":<aws.scheduler.scheduled-time>}'/"
 )
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
