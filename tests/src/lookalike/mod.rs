@@ -15,7 +15,8 @@
 //! `{"today":"YYYYMMDD"}` or `{"today":null}`, [`Lookalike::set_today`]) decides what is out:
 //! a precedent published after it is absent from searches and `totalCnt`, and its detail is
 //! the `{"Law": NO_MATCH}` not-found body; a revision dated after it is not applied yet.
-//! Without a today everything is published and every revision applied. A date-window
+//! Without a today everything is published and every revision applied; `GET /_control/today`
+//! tells the current one, and `POST /_control/reset` (faults and log) leaves it as it is. A date-window
 //! search (`prncYd=A~B`) never lists undated precedents; a search without one lists them
 //! after the dated ones.
 //!
