@@ -6,7 +6,8 @@
 //! - [`upstream`]: a real HTTP/1.1 server on `127.0.0.1:0` that plays law.go.kr from a
 //!   script of replies, including broken ones, and records what it was sent.
 //! - [`lookalike`]: a law.go.kr look-alike over a synthetic corpus that enforces the rate
-//!   rule itself, with faults injected on demand; the demo runs it as `law-lookalike`.
+//!   rule itself, publishes late (a settable "today"), with faults injected on demand; the
+//!   demo runs it as `law-lookalike`.
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.

@@ -1,15 +1,25 @@
 //! The law.go.kr look-alike, driven by the real client: the corpus and its paging, the
 //! checks the real service makes, the rate rule, and every injectable fault turning into
-//! the error the client gives for it. The demo's claims rest on these.
+//! the error the client gives for it; late publication, undated hits, revisions and the
+//! settable "today". The demo's claims rest on these.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lawsync::config::Config;
+use lawsync::law::calendar::{day_number, yyyymmdd};
 use lawsync::law::{LawError, SearchRequest};
 use lawsync::{Deadline, Gate, LawClient, Secret};
-use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig, raw_request};
+use lawsync_tests::lookalike::corpus::{
+    A_MONTH_DAYS, A_YEAR_DAYS, FIRST_DAY, JUDGMENT_TYPE, LAST_DAY, MONTHS_LATE_PERMILLE,
+    REVISED_JUDGMENT_TYPE, REVISED_PERMILLE, REVISED_SUFFIX, WITHIN_A_MONTH_PERMILLE, YEARS_LATE_MAX_DAYS,
+    YEARS_LATE_MIN_DAYS, YEARS_LATE_PERMILLE,
+};
+use lawsync_tests::lookalike::{
+    Change, Corpus, Fault, Injection, Lookalike, LookalikeConfig, NO_MATCH, Precedent, raw_request,
+};
 use lawsync_tests::servers::{Topology, unique_ns};
+use serde_json::Value;
 
 const OC: &str = "oc-LOOKALIKE-93b1";
 
@@ -336,4 +346,357 @@ async fn raw(method: &str, url: &str, body: &str) -> String {
     let rest = url.trim_start_matches("http://");
     let (addr, path) = rest.split_at(rest.find('/').expect("path"));
     raw_request(addr, method, path, &[], body).await.expect("request")
+}
+
+// Late publication, undated hits, revisions and "today". These call the look-alike raw (no
+// client, no gate, no Redis), with its rule off.
+
+/// A look-alike without the rate rule whose "today" is `today`.
+async fn published_by(today: Option<&str>) -> Lookalike {
+    let mut cfg = LookalikeConfig::new(OC);
+    cfg.interval = None;
+    cfg.today = today.map(str::to_owned);
+    Lookalike::start(cfg).await.expect("start look-alike")
+}
+
+/// The JSON body of a raw API call (`lawSearch.do` or `lawService.do`) with `params` added.
+async fn api(server: &Lookalike, endpoint: &str, params: &str) -> Value {
+    let path = format!("/DRF/{endpoint}?OC={OC}&target=prec&type=JSON&{params}");
+    let referer = [("Referer", "https://www.law.go.kr/")];
+    let out = raw_request(&server.base_url, "GET", &path, &referer, "")
+        .await
+        .expect("call");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    serde_json::from_str(out.split("\r\n\r\n").nth(1).expect("body")).expect("JSON body")
+}
+
+/// Every item of a `sort=ddes` search, paged through at 100 a page, and its `totalCnt`.
+/// `window`: the `prncYd` parameter, or none.
+async fn search_all(server: &Lookalike, window: Option<(&str, &str)>) -> (usize, Vec<Value>) {
+    let prncyd = window.map_or(String::new(), |(a, b)| format!("&prncYd={a}~{b}"));
+    let mut items = Vec::new();
+    for page in 1.. {
+        let v = api(
+            server,
+            "lawSearch.do",
+            &format!("sort=ddes&display=100&page={page}{prncyd}"),
+        )
+        .await;
+        let total: usize = v["PrecSearch"]["totalCnt"]
+            .as_str()
+            .expect("totalCnt")
+            .parse()
+            .expect("a number");
+        match &v["PrecSearch"]["prec"] {
+            Value::Array(a) => items.extend(a.iter().cloned()),
+            Value::Null => {}
+            one => items.push(one.clone()),
+        }
+        if items.len() >= total || page * 100 >= total {
+            return (total, items);
+        }
+    }
+    unreachable!()
+}
+
+fn ids(items: &[Value]) -> Vec<u64> {
+    items
+        .iter()
+        .map(|i| i["판례일련번호"].as_str().expect("id").parse().expect("number"))
+        .collect()
+}
+
+fn corpus_ids(ps: &[Precedent]) -> Vec<u64> {
+    ps.iter().map(|p| p.id).collect()
+}
+
+async fn detail(server: &Lookalike, id: u64) -> Value {
+    api(server, "lawService.do", &format!("ID={id}")).await
+}
+
+/// The day before a YYYYMMDD day.
+fn day_before(day: &str) -> String {
+    yyyymmdd(day_number(day).expect("a date") - 1)
+}
+
+#[tokio::test]
+async fn a_precedent_published_after_today_is_hidden_until_today_reaches_it() {
+    let (from, to, today) = ("20260105", "20260220", "20260215");
+    let corpus = Corpus::new(1);
+    let decided = corpus.window(from, to);
+    let late = decided
+        .iter()
+        .find(|p| p.published.as_str() > today && !p.detail_missing)
+        .expect("a precedent of the window published after today")
+        .clone();
+    let server = published_by(Some(today)).await;
+    assert_eq!(server.today().as_deref(), Some(today));
+
+    let (total, items) = search_all(&server, Some((from, to))).await;
+    let visible = corpus.visible(Some((from, to)), Some(today));
+    assert_eq!(
+        ids(&items),
+        corpus_ids(&visible),
+        "what the corpus says is listed"
+    );
+    assert_eq!(total, visible.len());
+    assert!(total < decided.len(), "{total} of {} listed", decided.len());
+    assert!(!ids(&items).contains(&late.id));
+    assert!(items.iter().all(|i| {
+        let id = i["판례일련번호"].as_str().and_then(|s| s.parse().ok());
+        corpus
+            .get(id.expect("id"))
+            .is_some_and(|p| p.published.as_str() <= today)
+    }));
+    assert_eq!(
+        detail(&server, late.id).await,
+        serde_json::json!({ "Law": NO_MATCH })
+    );
+    assert_eq!(
+        server.arrivals().last().map(|a| a.cause.clone()).as_deref(),
+        Some("unpublished")
+    );
+    let shown = visible
+        .iter()
+        .find(|p| !p.detail_missing)
+        .expect("a published one");
+    assert_eq!(
+        detail(&server, shown.id).await["PrecService"]["판례정보일련번호"],
+        shown.id.to_string()
+    );
+
+    // Today reaches its publication day: listed, counted and served.
+    server.set_today(Some(&late.published)).expect("a valid today");
+    let (total, items) = search_all(&server, Some((from, to))).await;
+    assert!(ids(&items).contains(&late.id));
+    assert_eq!(
+        total,
+        corpus.visible(Some((from, to)), Some(&late.published)).len()
+    );
+    let d = detail(&server, late.id).await;
+    assert_eq!(d["PrecService"]["판례정보일련번호"], late.id.to_string(), "{d}");
+
+    // The control endpoint moves it back, and lifts it.
+    let url = format!("{}/_control/today", server.base_url);
+    let before = day_before(&late.published);
+    let out = post(&url, &format!(r#"{{"today":"{before}"}}"#)).await;
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(!ids(&search_all(&server, Some((from, to))).await.1).contains(&late.id));
+    let out = post(&url, r#"{"today":null}"#).await;
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.contains(r#""today":null"#),
+        "{out}"
+    );
+    assert_eq!(server.today(), None);
+    assert_eq!(search_all(&server, Some((from, to))).await.0, decided.len());
+}
+
+#[tokio::test]
+async fn undated_hits_appear_only_in_a_search_without_a_window() {
+    let server = published_by(None).await;
+    let corpus = server.corpus();
+    let dated = corpus.window(FIRST_DAY, LAST_DAY);
+    let undated = corpus.undated(None);
+    assert!(!undated.is_empty());
+
+    let (total, items) = search_all(&server, None).await;
+    assert_eq!(total, dated.len() + undated.len());
+    assert_eq!(ids(&items), corpus_ids(&corpus.visible(None, None)));
+    let blank: Vec<bool> = items.iter().map(|i| i["선고일자"] == "").collect();
+    let first_blank = blank.iter().position(|&b| b).expect("undated hits listed");
+    assert_eq!(first_blank, dated.len(), "undated ones come last under ddes");
+    assert!(blank[first_blank..].iter().all(|&b| b));
+
+    // A window over the whole corpus lists no undated hit.
+    let (total, items) = search_all(&server, Some((FIRST_DAY, LAST_DAY))).await;
+    assert_eq!(total, dated.len());
+    assert!(items.iter().all(|i| i["선고일자"] != ""));
+    assert!(ids(&items).iter().all(|id| undated.iter().all(|u| u.id != *id)));
+
+    // The detail says so too, and today hides the ones published later.
+    let one = undated
+        .iter()
+        .find(|p| !p.detail_missing)
+        .expect("one with a detail");
+    let d = detail(&server, one.id).await;
+    assert_eq!(d["PrecService"]["선고일자"], "", "{d}");
+    server.set_today(Some("20230101")).expect("valid");
+    let (total, items) = search_all(&server, None).await;
+    let by_then = corpus.visible(None, Some("20230101"));
+    assert_eq!((total, ids(&items)), (by_then.len(), corpus_ids(&by_then)));
+    let undated_then = items.iter().filter(|i| i["선고일자"] == "").count();
+    assert!(undated_then > 0 && undated_then < undated.len(), "{undated_then}");
+}
+
+#[tokio::test]
+async fn a_revised_precedent_changes_on_its_revision_date() {
+    let server = published_by(None).await;
+    let corpus = server.corpus();
+    let all = corpus.window(FIRST_DAY, LAST_DAY);
+    for change in [Change::CaseName, Change::JudgmentType] {
+        let p = all
+            .iter()
+            .find(|p| !p.detail_missing && p.revision.as_ref().is_some_and(|r| r.change == change))
+            .unwrap_or_else(|| panic!("a {change:?} revision with a detail"));
+        let on = p.revision.as_ref().expect("revised").on.clone();
+        let before = day_before(&on);
+        let listed = |items: Vec<Value>| {
+            items
+                .into_iter()
+                .find(|i| ids(std::slice::from_ref(i)) == [p.id])
+                .expect("listed")
+        };
+
+        server.set_today(Some(&before)).expect("valid");
+        let old_item = listed(search_all(&server, Some((&p.decided, &p.decided))).await.1);
+        let old_detail = detail(&server, p.id).await["PrecService"].clone();
+        assert_eq!(old_item["사건명"], p.case_name);
+        assert_eq!(old_item["판결유형"], JUDGMENT_TYPE);
+        assert_eq!(old_detail["사건명"], p.case_name);
+        assert!(
+            !old_detail["판례내용"]
+                .as_str()
+                .expect("text")
+                .contains("【정정】")
+        );
+        assert_eq!(old_item, p.search_item_on(OC, Some(&before)));
+        assert_eq!(old_detail, p.detail_on(Some(&before)));
+
+        server.set_today(Some(&on)).expect("valid");
+        let new_item = listed(search_all(&server, Some((&p.decided, &p.decided))).await.1);
+        let new_detail = detail(&server, p.id).await["PrecService"].clone();
+        let (name, kind) = match change {
+            Change::CaseName => (format!("{}{REVISED_SUFFIX}", p.case_name), JUDGMENT_TYPE),
+            Change::JudgmentType => (p.case_name.to_owned(), REVISED_JUDGMENT_TYPE),
+        };
+        assert_eq!(
+            (&new_item["사건명"], &new_item["판결유형"]),
+            (&Value::from(name.clone()), &Value::from(kind))
+        );
+        assert_eq!(
+            (&new_detail["사건명"], &new_detail["판결유형"]),
+            (&Value::from(name), &Value::from(kind))
+        );
+        assert!(
+            new_detail["판례내용"]
+                .as_str()
+                .expect("text")
+                .contains(&format!("【정정】 {on}"))
+        );
+        assert_ne!(old_item, new_item);
+        assert_eq!(
+            new_item,
+            p.search_item(OC),
+            "the revised version is the final one"
+        );
+        assert_eq!(new_detail, p.detail());
+    }
+}
+
+#[test]
+fn the_publication_delays_are_distributed_as_documented() {
+    for seed in [1, 2, 3] {
+        let corpus = Corpus::new(seed);
+        let dated = corpus.window(FIRST_DAY, LAST_DAY);
+        let undated = corpus.undated(None);
+        let delays: Vec<i64> = dated
+            .iter()
+            .map(|p| p.publication_delay_days().expect("dated"))
+            .collect();
+        let n = delays.len() as f64;
+        let share = |f: &dyn Fn(i64) -> bool| delays.iter().filter(|&&d| f(d)).count() as f64 / n;
+        let within_a_month = share(&|d| (0..=A_MONTH_DAYS).contains(&d));
+        let months_late = share(&|d| (A_MONTH_DAYS + 1..=A_YEAR_DAYS).contains(&d));
+        let years_late = share(&|d| (YEARS_LATE_MIN_DAYS..=YEARS_LATE_MAX_DAYS).contains(&d));
+        let total = (dated.len() + undated.len()) as f64;
+        let undated_share = undated.len() as f64 / total;
+        let revised = dated
+            .iter()
+            .chain(&undated)
+            .filter(|p| p.revision.is_some())
+            .count() as f64
+            / total;
+        eprintln!(
+            "seed {seed}: {} dated, {} undated ({:.1} %); within a month {:.1} %, 1-12 months {:.1} %, 2-4 years {:.1} %; revised {:.1} %",
+            dated.len(),
+            undated.len(),
+            undated_share * 100.0,
+            within_a_month * 100.0,
+            months_late * 100.0,
+            years_late * 100.0,
+            revised * 100.0
+        );
+        assert!(delays.iter().all(|&d| d >= 0), "published before decided");
+        let outside = delays.iter().filter(|&&d| {
+            !(0..=A_YEAR_DAYS).contains(&d) && !(YEARS_LATE_MIN_DAYS..=YEARS_LATE_MAX_DAYS).contains(&d)
+        });
+        assert_eq!(outside.count(), 0, "a delay outside every band");
+        let near =
+            |got: f64, permille: u64, tolerance: f64| (got - permille as f64 / 1000.0).abs() <= tolerance;
+        assert!(
+            near(within_a_month, WITHIN_A_MONTH_PERMILLE, 0.03),
+            "{within_a_month}"
+        );
+        assert!(near(months_late, MONTHS_LATE_PERMILLE, 0.03), "{months_late}");
+        assert!(near(years_late, YEARS_LATE_PERMILLE, 0.012), "{years_late}");
+        assert!((0.01..=0.035).contains(&undated_share), "{undated_share}");
+        assert!(near(revised, REVISED_PERMILLE, 0.012), "{revised}");
+        // Published on or after the decision, revised after publication.
+        for p in dated.iter().chain(&undated) {
+            assert!(p.decided.is_empty() || p.published >= p.decided, "{p:?}");
+            assert!(p.revision.as_ref().is_none_or(|r| r.on > p.published), "{p:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_today_values_are_refused_with_the_field_named() {
+    let server = published_by(Some("20260101")).await;
+    for bad in ["2026-01-01", "20261301", "20260230", "", "tomorrow"] {
+        let e = server.set_today(Some(bad)).expect_err(bad);
+        assert!(e.starts_with("today: not a YYYYMMDD date"), "{bad}: {e}");
+    }
+    assert_eq!(
+        server.today().as_deref(),
+        Some("20260101"),
+        "a refused today changes nothing"
+    );
+
+    let url = format!("{}/_control/today", server.base_url);
+    for (body, says) in [
+        (
+            r#"{"today":"20260230"}"#,
+            "today: not a YYYYMMDD date: its day does not exist",
+        ),
+        (r#"{"today":20260101}"#, "today: not a string"),
+        (r#"{}"#, "today: missing"),
+        (r#"{"today":"20260101","day":"x"}"#, "unknown field \"day\""),
+        ("20260101", "want an object"),
+        ("not json", "not JSON"),
+    ] {
+        let out = post(&url, body).await;
+        assert!(
+            out.starts_with("HTTP/1.1 400") && out.contains(says),
+            "{body}: {out}"
+        );
+    }
+    let out = get(&url).await;
+    assert!(out.contains(r#"{"today":"20260101"}"#), "{out}");
+
+    let mut cfg = LookalikeConfig::new(OC);
+    cfg.today = Some("2026011".into());
+    let e = Lookalike::start(cfg).await.expect_err("a bad configured today");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().starts_with("today: not a YYYYMMDD date"), "{e}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_law-lookalike"))
+        .args(["--oc", OC, "--today", "2026-1-1"])
+        .output()
+        .expect("run law-lookalike");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--today: not a YYYYMMDD date") && stderr.contains("usage:"),
+        "{stderr}"
+    );
 }

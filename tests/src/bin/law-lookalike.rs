@@ -1,16 +1,18 @@
 //! The law.go.kr look-alike as a program, for the demo and for trying a client by hand.
 //!
 //! ```text
-//! law-lookalike --oc KEY [--port 0] [--interval-ms 1000] [--seed 1] [--log FILE] [--inject JSON]...
+//! law-lookalike --oc KEY [--port 0] [--interval-ms 1000] [--seed 1] [--today YYYYMMDD] [--log FILE] [--inject JSON]...
 //! ```
+//! `--today` hides what the corpus publishes after that day (and revisions after it), until
+//! `POST /_control/today` moves it.
 //! Prints `listening <base URL>` on stdout once it accepts, then a line per call on stderr.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
-use lawsync_tests::lookalike::{Injection, Lookalike, LookalikeConfig};
+use lawsync_tests::lookalike::{Injection, Lookalike, LookalikeConfig, check_today};
 
-const USAGE: &str = "usage: law-lookalike --oc KEY [--port N] [--interval-ms MS (0 = no rule)] [--seed N] [--log FILE] [--inject JSON]... [--quiet]";
+const USAGE: &str = "usage: law-lookalike --oc KEY [--port N] [--interval-ms MS (0 = no rule)] [--seed N] [--today YYYYMMDD] [--log FILE] [--inject JSON]... [--quiet]";
 
 fn parse() -> Result<(u16, LookalikeConfig, Vec<Injection>), String> {
     let mut args = std::env::args().skip(1);
@@ -39,6 +41,10 @@ fn parse() -> Result<(u16, LookalikeConfig, Vec<Injection>), String> {
                     .map(Duration::from_millis)
             }
             "--seed" => cfg.seed = number(&value)?,
+            "--today" => {
+                check_today(&value).map_err(|e| format!("--today: {e}\n{USAGE}"))?;
+                cfg.today = Some(value);
+            }
             "--log" => cfg.log_file = Some(value.into()),
             "--inject" => inject.push(serde_json::from_str(&value).map_err(|e| format!("--inject: {e}"))?),
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),

@@ -9,6 +9,17 @@
 //! logged with its arrival time, endpoint, status and cause, never its OC:
 //! `GET /_control/log?since=N` returns the log from entry N on.
 //!
+//! It publishes late, as the real service does (see [`corpus`]): each precedent has a
+//! publication date, some have no decision date, some are revised later. Its "today"
+//! ([`LookalikeConfig::today`], `--today`, `POST /_control/today` with
+//! `{"today":"YYYYMMDD"}` or `{"today":null}`, [`Lookalike::set_today`]) decides what is out:
+//! a precedent published after it is absent from searches and `totalCnt`, and its detail is
+//! the `{"Law": NO_MATCH}` not-found body; a revision dated after it is not applied yet.
+//! Without a today everything is published and every revision applied; `GET /_control/today`
+//! tells the current one, and `POST /_control/reset` (faults and log) leaves it as it is. A date-window
+//! search (`prncYd=A~B`) never lists undated precedents; a search without one lists them
+//! after the dated ones.
+//!
 //! The integration tests start it in-process ([`Lookalike::start`]); the demo runs the
 //! `law-lookalike` binary.
 
@@ -24,7 +35,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::upstream::{Body, Reply, Seen, read_head, write_reply};
-pub use corpus::{Corpus, Precedent};
+pub use corpus::{Change, Corpus, Precedent, Revision};
 
 /// The Referer the real service requires since 2026 (a prefix match).
 pub const REFERER_PREFIX: &str = "https://www.law.go.kr";
@@ -48,6 +59,9 @@ pub struct LookalikeConfig {
     /// Time every API reply takes before its status line (law.go.kr answers a detail in
     /// roughly 100-300 ms); a `slow` fault adds to it.
     pub latency: Duration,
+    /// The service's "today" (YYYYMMDD): precedents published after it are not served, and
+    /// revisions dated after it not applied. `None`: everything is published.
+    pub today: Option<String>,
 }
 
 impl LookalikeConfig {
@@ -59,8 +73,17 @@ impl LookalikeConfig {
             log_file: None,
             echo: false,
             latency: Duration::ZERO,
+            today: None,
         }
     }
+}
+
+/// Checks a "today" for the look-alike: a YYYYMMDD calendar day, or why not (without the
+/// text). Callers name the field: `today: ...`, `--today: ...`.
+pub fn check_today(today: &str) -> Result<(), String> {
+    lawsync::law::calendar::day_number(today)
+        .map(|_| ())
+        .map_err(|why| format!("not a YYYYMMDD date: {why}"))
 }
 
 /// In every fault's body or header, so a test can prove no upstream body reached a log,
@@ -149,7 +172,8 @@ pub struct Arrival {
     pub item: Option<String>,
     pub status: u16,
     /// `ok`, `rate` (the rule broken), `injected:<fault>`, `verify` (OC or Referer),
-    /// `no_match`, `bad_request` or `not_found`.
+    /// `no_match`, `unpublished` (a detail published after today), `bad_request` or
+    /// `not_found`.
     pub cause: String,
 }
 
@@ -157,6 +181,8 @@ pub struct Arrival {
 struct State {
     cfg: LookalikeConfig,
     corpus: Corpus,
+    /// YYYYMMDD, checked; see [`LookalikeConfig::today`].
+    today: Option<String>,
     last_call: Option<Instant>,
     faults: VecDeque<Injection>,
     log: Vec<Arrival>,
@@ -178,12 +204,19 @@ impl Lookalike {
         Self::bind("127.0.0.1:0", cfg).await
     }
 
+    /// Starts on `addr`; an invalid [`LookalikeConfig::today`] is an `InvalidInput` error
+    /// naming it.
     pub async fn bind(addr: &str, cfg: LookalikeConfig) -> std::io::Result<Self> {
+        if let Some(today) = &cfg.today {
+            check_today(today)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("today: {e}")))?;
+        }
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let oc = cfg.oc.clone();
         let state = Arc::new(Mutex::new(State {
             corpus: Corpus::new(cfg.seed),
+            today: cfg.today.clone(),
             cfg,
             last_call: None,
             faults: VecDeque::new(),
@@ -215,6 +248,21 @@ impl Lookalike {
 
     pub fn corpus(&self) -> Corpus {
         lock(&self.state).corpus
+    }
+
+    /// Moves the service's "today" (YYYYMMDD), or lifts it with `None`; an invalid date is
+    /// refused, `today: why`, and changes nothing.
+    pub fn set_today(&self, today: Option<&str>) -> Result<(), String> {
+        if let Some(t) = today {
+            check_today(t).map_err(|e| format!("today: {e}"))?;
+        }
+        lock(&self.state).today = today.map(str::to_owned);
+        Ok(())
+    }
+
+    /// The service's "today", if set.
+    pub fn today(&self) -> Option<String> {
+        lock(&self.state).today.clone()
     }
 }
 
@@ -381,29 +429,32 @@ impl State {
         if endpoint == "search" {
             return (json_reply(self.search(req)), "ok".to_owned());
         }
+        let today = self.today.as_deref();
         let found = req
             .param("ID")
             .and_then(|id| id.parse::<u64>().ok())
-            .and_then(|id| self.corpus.get(id))
-            .filter(|p| !p.detail_missing);
+            .and_then(|id| self.corpus.get(id));
         match found {
-            Some(p) => (json_reply(json!({ "PrecService": p.detail() })), "ok".to_owned()),
-            None => (json_reply(json!({ "Law": NO_MATCH })), "no_match".to_owned()),
+            Some(p) if !p.is_published_by(today) => {
+                (json_reply(json!({ "Law": NO_MATCH })), "unpublished".to_owned())
+            }
+            Some(p) if !p.detail_missing => (
+                json_reply(json!({ "PrecService": p.detail_on(today) })),
+                "ok".to_owned(),
+            ),
+            _ => (json_reply(json!({ "Law": NO_MATCH })), "no_match".to_owned()),
         }
     }
 
     fn search(&self, req: &Seen) -> Value {
-        let (from, to) = req
-            .param("prncYd")
-            .and_then(|w| w.split_once('~'))
-            .unwrap_or((corpus::FIRST_DAY, corpus::LAST_DAY));
-        let mut hits = self.corpus.window(from, to);
+        // No window (or one that is not `A~B`) lists everything, undated ones included.
+        let window = req.param("prncYd").and_then(|w| w.split_once('~'));
+        let today = self.today.as_deref();
+        let newest_first = req.param("sort") == Some("ddes");
+        let mut hits = self.corpus.listing(window, today, newest_first);
         let query = req.param("query").filter(|q| !q.is_empty());
         if let Some(q) = query {
-            hits.retain(|p| p.case_name.contains(q));
-        }
-        if req.param("sort") == Some("ddes") {
-            hits.reverse();
+            hits.retain(|p| p.case_name_on(today).contains(q));
         }
         let num = |name: &str, default: usize| {
             req.param(name)
@@ -416,7 +467,7 @@ impl State {
             .iter()
             .skip((page - 1).saturating_mul(display))
             .take(display)
-            .map(|p| p.search_item(&self.cfg.oc))
+            .map(|p| p.search_item_on(&self.cfg.oc, today))
             .collect();
         let mut body = json!({
             "target": "prec",
@@ -459,6 +510,14 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             st.last_call = None;
             json_reply(json!({ "reset": true }))
         }
+        ("POST", "today") => match parse_today_body(&req.body) {
+            Ok(today) => {
+                lock(state).today = today.clone();
+                json_reply(json!({ "today": today }))
+            }
+            Err(e) => Reply::status(400).text(format!("bad today: {e}")),
+        },
+        ("GET", "today") => json_reply(json!({ "today": lock(state).today })),
         ("GET", "log") => {
             let since = req
                 .param("since")
@@ -467,7 +526,29 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             let st = lock(state);
             json_reply(serde_json::to_value(st.log.get(since..).unwrap_or(&[])).unwrap_or_default())
         }
-        _ => Reply::status(404).text("control: POST fault | POST reset | GET log?since=N"),
+        _ => Reply::status(404)
+            .text("control: POST fault | POST reset | POST today | GET today | GET log?since=N"),
+    }
+}
+
+/// The body of `POST /_control/today`: `{"today":"YYYYMMDD"}` or `{"today":null}`, nothing
+/// else; an error names the field.
+fn parse_today_body(body: &str) -> Result<Option<String>, String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
+    let obj = v
+        .as_object()
+        .ok_or("want an object {\"today\": \"YYYYMMDD\" | null}")?;
+    if let Some(other) = obj.keys().find(|k| k.as_str() != "today") {
+        return Err(format!("unknown field {other:?}; only \"today\""));
+    }
+    match obj.get("today") {
+        None => Err("today: missing; a YYYYMMDD date or null".to_owned()),
+        Some(Value::Null) => Ok(None),
+        Some(Value::String(t)) => {
+            check_today(t).map_err(|e| format!("today: {e}"))?;
+            Ok(Some(t.clone()))
+        }
+        Some(_) => Err("today: not a string; a YYYYMMDD date or null".to_owned()),
     }
 }
 
