@@ -42,6 +42,19 @@ pub trait AlertSink: Send + Sync + std::fmt::Debug {
         env: &'a str,
         alerts: &'a [DeadLetterAlert],
     ) -> BoxFuture<'a, Result<(), AlertError>>;
+
+    /// Delivers one alert for sync runs whose records show a discrepancy (`totalCnt`
+    /// against the ids seen, dead letters, pages never read). By default, logged.
+    fn runs_incomplete<'a>(
+        &'a self,
+        env: &'a str,
+        runs: &'a [crate::mirror::runs::RunAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        for r in runs {
+            tracing::error!(env, run = %r.run_id, discrepancies = ?r.discrepancies, "sync run recorded with a discrepancy");
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// No alert target configured: the dead letters are logged, and kept.
@@ -126,35 +139,68 @@ fn escape(text: &str) -> String {
     out
 }
 
+impl SlackWebhook {
+    /// The Slack message for runs recorded with a discrepancy.
+    pub fn runs_message(&self, env: &str, runs: &[crate::mirror::runs::RunAlert]) -> serde_json::Value {
+        let mut text = format!(
+            "lawsync [{}]: {} sync run{} recorded with a discrepancy",
+            escape(env),
+            runs.len(),
+            if runs.len() == 1 { "" } else { "s" }
+        );
+        for r in runs {
+            text.push_str(&format!("\n• `{}`", escape(r.run_id.as_str())));
+            for d in &r.discrepancies {
+                text.push_str(&format!("\n    {}", escape(d)));
+            }
+        }
+        text.push_str("\nSee `lawsync sync status <run>` and the record under runs/.");
+        if let Some(s) = &self.scrub {
+            text = s.scrub(&text);
+        }
+        serde_json::json!({ "text": text })
+    }
+
+    async fn post(&self, body: serde_json::Value) -> Result<(), AlertError> {
+        let response = self
+            .http
+            .post(self.url.expose())
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| {
+                let e = e.without_url();
+                AlertError::Network(if e.is_timeout() {
+                    "timed out"
+                } else if e.is_connect() {
+                    "could not connect"
+                } else {
+                    "request failed"
+                })
+            })?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(AlertError::Status(response.status().as_u16()))
+        }
+    }
+}
+
 impl AlertSink for SlackWebhook {
     fn dead_lettered<'a>(
         &'a self,
         env: &'a str,
         alerts: &'a [DeadLetterAlert],
     ) -> BoxFuture<'a, Result<(), AlertError>> {
-        Box::pin(async move {
-            let response = self
-                .http
-                .post(self.url.expose())
-                .json(&self.message(env, alerts))
-                .send()
-                .await
-                .map_err(|e| {
-                    let e = e.without_url();
-                    AlertError::Network(if e.is_timeout() {
-                        "timed out"
-                    } else if e.is_connect() {
-                        "could not connect"
-                    } else {
-                        "request failed"
-                    })
-                })?;
-            if response.status().is_success() {
-                Ok(())
-            } else {
-                Err(AlertError::Status(response.status().as_u16()))
-            }
-        })
+        Box::pin(self.post(self.message(env, alerts)))
+    }
+
+    fn runs_incomplete<'a>(
+        &'a self,
+        env: &'a str,
+        runs: &'a [crate::mirror::runs::RunAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        Box::pin(self.post(self.runs_message(env, runs)))
     }
 }
 

@@ -81,6 +81,21 @@ pub enum CliError {
     /// `sync`'s window cannot be requested (a bad date, `--from` after `--to`).
     #[error(transparent)]
     Window(LawError),
+    /// `sync` without a window.
+    #[error("lawsync sync: say which: --from YYYYMMDD --to YYYYMMDD, or --all (or `sync status`)")]
+    SyncWhich,
+    /// `sync status RUN` with something that is not a run id.
+    #[error("lawsync sync status: {0}")]
+    RunId(crate::mirror::runs::BadRunId),
+    /// `sync status RUN` for a run neither Redis nor the store knows.
+    #[error("lawsync sync status: no run {0} in Redis or under runs/ in the store")]
+    NoSuchRun(crate::mirror::runs::RunId),
+    /// The run's record could not be read.
+    #[error("lawsync sync status: the run record could not be read: {0}")]
+    RunRecord(String),
+    /// A run could not be counted or read.
+    #[error(transparent)]
+    Run(#[from] crate::mirror::runs::RunError),
     /// `lawsync local` could not run.
     #[error(transparent)]
     Local(#[from] LocalError),
@@ -134,9 +149,13 @@ impl CliError {
     /// What kind of failure this is, as the process's exit status.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            CliError::RedriveWhich | CliError::CooldownRange { .. } | CliError::Window(_) => {
-                ExitStatus::Usage
-            }
+            CliError::RedriveWhich
+            | CliError::CooldownRange { .. }
+            | CliError::Window(_)
+            | CliError::SyncWhich
+            | CliError::RunId(_) => ExitStatus::Usage,
+            CliError::Run(crate::mirror::runs::RunError::Redis(e)) => store_status(e),
+            CliError::Run(_) | CliError::NoSuchRun(_) | CliError::RunRecord(_) => ExitStatus::Failure,
             // Options that cannot run (and, rarely, an environment's thread that would not
             // start: `LocalError` does not tell them apart).
             CliError::Local(LocalError::Options(_)) => ExitStatus::Usage,
@@ -200,16 +219,14 @@ pub enum Command {
         #[command(subcommand)]
         function: Invoke,
     },
-    /// Send a sync request for a date window to the search queue.
+    /// Start a sync run: a date window (or the whole list) to the search queue, under a
+    /// new run id; `sync status` shows the runs.
+    #[command(args_conflicts_with_subcommands = true)]
     Sync {
-        /// First decision date, YYYYMMDD.
-        #[arg(long)]
-        from: String,
-        /// Last decision date, YYYYMMDD.
-        #[arg(long)]
-        to: String,
-        #[arg(long)]
-        query: Option<String>,
+        #[command(subcommand)]
+        action: Option<SyncAction>,
+        #[command(flatten)]
+        window: SyncWindow,
     },
     /// Run the functions on this machine as AWS runs them: an SQS event source mapping per
     /// queue with N concurrent environments, and the drainer on its schedule.
@@ -223,6 +240,38 @@ pub enum Command {
     Gate {
         #[command(subcommand)]
         action: GateAction,
+    },
+}
+
+/// `lawsync sync`'s window.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SyncWindow {
+    /// First decision date, YYYYMMDD.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last decision date, YYYYMMDD.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// The whole list instead of a window: the only way to reach precedents without a
+    /// decision date (about 1,000 search calls for 100,000 precedents).
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub all: bool,
+    #[arg(long)]
+    pub query: Option<String>,
+    /// Fetch every precedent listed again, held or not.
+    #[arg(long)]
+    pub refresh: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncAction {
+    /// Each run with a progress bar, rate and ETA: the newest runs, or RUN.
+    Status {
+        /// A run id (as `sync` printed it).
+        run: Option<String>,
+        /// Runs shown without RUN.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
     },
 }
 
@@ -330,7 +379,11 @@ pub enum GateAction {
 pub async fn run(args: Args) -> Result<(), CliError> {
     match args.command {
         Command::Invoke { function } => invoke(function, args.json).await,
-        Command::Sync { from, to, query } => sync(from, to, query, args.json).await,
+        Command::Sync {
+            action: Some(SyncAction::Status { run, limit }),
+            ..
+        } => sync_status(run, limit, args.json).await,
+        Command::Sync { action: None, window } => sync(window, args.json).await,
         Command::Local(local) => run_local(local).await,
         Command::Queue { action } => queue(action, args.json).await,
         Command::Gate { action } => gate(action, args.json).await,
@@ -459,16 +512,30 @@ async fn batch(deps: &Deps, kind: MessageKind, source: &str) -> Result<(), CliEr
     print_json(&response)
 }
 
-async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Result<(), CliError> {
+async fn sync(w: SyncWindow, json: bool) -> Result<(), CliError> {
+    if !w.all && (w.from.is_none() || w.to.is_none()) {
+        return Err(CliError::SyncWhich);
+    }
+    let now = crate::clock::now_millis();
+    let run = crate::mirror::runs::RunId::fresh("sync", now);
     let req = SearchRequest {
-        from,
-        to,
-        query,
-        page: None,
-        display: None,
+        from: w.from.unwrap_or_default(),
+        to: w.to.unwrap_or_default(),
+        all: w.all,
+        query: w.query,
+        run: Some(run.clone()),
+        refresh: w.refresh,
+        ..Default::default()
     };
     req.params().map_err(CliError::Window)?;
     let (deps, _) = deps().await?;
+    let plan = crate::mirror::runs::RunPlan {
+        kind: "sync".into(),
+        windows: vec![req.window_name()],
+        query: req.query.clone(),
+        refresh: req.refresh,
+    };
+    deps.runs.open(&run, &plan, 0, now).await?;
     let body = serde_json::to_string(&req).map_err(CliError::Output)?;
     let failed = deps
         .outbox
@@ -478,10 +545,141 @@ async fn sync(from: String, to: String, query: Option<String>, json: bool) -> Re
         return Err(CliError::NotSent);
     }
     if json {
-        print_json(&serde_json::json!({ "sent": req }))
+        print_json(&serde_json::json!({ "run": run, "sent": req }))
     } else {
-        println!("sent to the search queue: {body}");
+        println!("run {run}: sent to the search queue: {body}");
+        println!("follow it with: lawsync sync status {run}");
         Ok(())
+    }
+}
+
+async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<(), CliError> {
+    use crate::mirror::runs::{RunId, Runs};
+    let run = run
+        .map(|r| RunId::parse(&r).map_err(CliError::RunId))
+        .transpose()?;
+    let (cfg, conn, ns) = redis_only().await?;
+    let runs = Runs::new(conn, &ns);
+    let now = crate::clock::now_millis();
+    let statuses = match &run {
+        Some(id) => match runs.status(id).await? {
+            Some(s) => vec![s],
+            None => {
+                // Redis no longer counts it: its record, if the store has one.
+                let sdk = crate::aws::sdk_config().await;
+                let docs = crate::app::document_store(&cfg, &sdk);
+                let key = format!("{}{id}.json", crate::mirror::layout::RUNS.path);
+                let body = docs
+                    .get(&key)
+                    .await
+                    .map_err(|e| CliError::RunRecord(e.to_string()))?
+                    .ok_or_else(|| CliError::NoSuchRun(id.clone()))?;
+                let record: crate::mirror::runs::RunRecord =
+                    serde_json::from_slice(&body).map_err(|e| CliError::RunRecord(e.to_string()))?;
+                if json {
+                    return print_json(&record);
+                }
+                println!("{id}: no longer counted in Redis; its record ({key}):");
+                println!("{}", String::from_utf8_lossy(&body));
+                return Ok(());
+            }
+        },
+        None => runs.list(limit).await?,
+    };
+    if json {
+        let out: Vec<serde_json::Value> = statuses
+            .iter()
+            .map(|s| {
+                let (rate, eta) = s.rate_and_eta(now);
+                serde_json::json!({
+                    "status": s,
+                    "complete": s.completed_ms.is_some(),
+                    "progress": s.progress(),
+                    "idsPerSecond": rate,
+                    "etaSeconds": eta.map(|d| d.as_secs()),
+                    "outstanding": s.outstanding(),
+                    "fetched": s.fetched(),
+                    "discrepancies": s.discrepancies(),
+                })
+            })
+            .collect();
+        return print_json(&out);
+    }
+    if statuses.is_empty() {
+        println!("(no runs)");
+    }
+    for s in &statuses {
+        println!("{}", status_text(s, now));
+    }
+    Ok(())
+}
+
+/// A run in a few lines: what it reads, a progress bar, rate and ETA, the counts.
+pub fn status_text(s: &crate::mirror::runs::RunStatus, now_ms: u64) -> String {
+    let plan = s.plan.as_ref();
+    let what = plan.map_or("?".to_owned(), |p| {
+        let windows = if p.windows.len() > 3 {
+            format!("{} windows", p.windows.len())
+        } else {
+            p.windows.join(", ")
+        };
+        format!(
+            "{} {windows}{}",
+            p.kind,
+            if p.refresh { " (refresh)" } else { "" }
+        )
+    });
+    let state = match (s.completed_ms, s.recorded_ms) {
+        (Some(_), Some(_)) => "complete, recorded",
+        (Some(_), None) => "complete, record owed",
+        _ => "running",
+    };
+    let progress = s.progress();
+    let width = 30;
+    let filled = ((progress * width as f64).round() as usize).min(width);
+    let (rate, eta) = s.rate_and_eta(now_ms);
+    let eta = match (s.completed_ms, eta) {
+        (Some(_), _) => "done".to_owned(),
+        (None, Some(d)) => format!("ETA {}", human_secs(d.as_secs())),
+        (None, None) => "ETA -".to_owned(),
+    };
+    let settled = s.ids_seen.saturating_sub(s.outstanding());
+    let n = |k: &str| s.counts.get(k).copied().unwrap_or(0).max(0);
+    let mut out = format!(
+        "{}  {what}  {state}\n  [{}{}] {:>3.0}%  {settled}/{} ids  {rate:.1} ids/s  {eta}\n  windows {}/{}  pages {} ({} dead)  totalCnt {}  seen {}  skipped {}  fetched {} (added {}, revised {}, unchanged {})  missing {}  parked {}  dead {}",
+        s.run_id,
+        "#".repeat(filled),
+        "-".repeat(width - filled),
+        progress * 100.0,
+        s.total_cnt.max(s.ids_seen),
+        s.parts_done,
+        s.parts,
+        s.pages_done,
+        s.pages_dead,
+        s.total_cnt,
+        s.ids_seen,
+        n("skipped"),
+        s.fetched(),
+        n("added"),
+        n("revised"),
+        n("unchanged"),
+        n("missing"),
+        n("parked"),
+        n("dead"),
+    );
+    if s.completed_ms.is_some() {
+        for d in s.discrepancies() {
+            out.push_str(&format!("\n  discrepancy: {d}"));
+        }
+    }
+    out
+}
+
+fn human_secs(secs: u64) -> String {
+    match secs {
+        0..=99 => format!("{secs} s"),
+        100..=5999 => format!("{} min", secs / 60),
+        _ => format!("{:.1} h", secs as f64 / 3600.0),
     }
 }
 

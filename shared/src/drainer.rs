@@ -53,6 +53,21 @@ pub enum Outcome {
 /// [`JobKind::Detail`]: crate::queue::JobKind::Detail
 pub trait JobHandler: Send + Sync {
     fn handle<'a>(&'a self, job: &'a Job, deadline: Deadline) -> BoxFuture<'a, Outcome>;
+
+    /// Told when `job` became a dead letter (its run counts it as such).
+    fn buried<'a>(&'a self, _job: &'a Job) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    /// Work owed after each pass: the functions write owed run records, and, when the
+    /// drainer sends alerts, the runs' discrepancy alerts through `alerts`.
+    fn after_pass<'a>(
+        &'a self,
+        _alerts: Option<&'a dyn AlertSink>,
+        _deadline: Deadline,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Drainer settings.
@@ -293,6 +308,8 @@ impl Drainer<'_> {
         if self.cfg.send_alerts {
             report.alert_delivered = self.flush_alerts(deadline).await?;
         }
+        let alerts = self.cfg.send_alerts.then_some(self.alerts);
+        self.handler.after_pass(alerts, deadline).await;
         report.ended_ms = start.elapsed().as_millis() as u64;
         Ok(report)
     }
@@ -365,6 +382,7 @@ impl Drainer<'_> {
                     Settled::Dead => {
                         tracing::error!(kind = %kind, "drainer: job dead-lettered after its last retry");
                         report.dead_lettered += 1;
+                        self.handler.buried(&leased.job).await;
                     }
                     Settled::LeaseLost => report.skipped += 1,
                 }
@@ -374,6 +392,7 @@ impl Drainer<'_> {
                 if self.queue.dead_letter(leased, error).await? {
                     tracing::error!(kind = %kind, "drainer: job failed permanently; dead-lettered");
                     report.dead_lettered += 1;
+                    self.handler.buried(&leased.job).await;
                 } else {
                     report.skipped += 1;
                 }

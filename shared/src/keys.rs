@@ -105,9 +105,63 @@ impl Namespace {
         format!("{}:history", self.tag)
     }
 
+    /// Hash: precedent id → what the document store holds for it (the held cache, see
+    /// [`crate::mirror::held`]).
+    pub fn held(&self) -> String {
+        format!("{}:held", self.tag)
+    }
+
+    /// The keys of sync run `run_id` (already checked, see [`crate::mirror::runs::RunId`]).
+    pub fn run(&self, run_id: &str) -> RunKeys {
+        let k = |name: &str| format!("{}:run:{run_id}:{name}", self.tag);
+        RunKeys {
+            run: format!("{}:run:{run_id}", self.tag),
+            ids: k("ids"),
+            pages: k("pages"),
+            changes: k("changes"),
+            runs: format!("{}:runs", self.tag),
+            unrecorded: format!("{}:runs:unrecorded", self.tag),
+            alerts: format!("{}:runs:alerts", self.tag),
+        }
+    }
+
     /// The drainer's single-runner lock.
     pub fn drainer_lock(&self) -> String {
         format!("{}:drainer:lock", self.tag)
+    }
+}
+
+/// Every key of one sync run, and the run lists it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunKeys {
+    /// Hash: the run's description, counters and completion.
+    pub run: String,
+    /// Hash: precedent id → its state in the run.
+    pub ids: String,
+    /// Set: `part|page` of every search page counted.
+    pub pages: String,
+    /// Hash: id → its increment-feed line, until written to the store.
+    pub changes: String,
+    /// Sorted set: run ids by start (ms), for `lawsync sync status`.
+    pub runs: String,
+    /// Set: runs whose record (or a further feed file) is owed to the store.
+    pub unrecorded: String,
+    /// Set: runs whose discrepancy alert is owed.
+    pub alerts: String,
+}
+
+impl crate::lua::ScriptKeys for RunKeys {
+    fn key(&self, name: &str) -> Option<&str> {
+        Some(match name {
+            "run" => &self.run,
+            "ids" => &self.ids,
+            "pages" => &self.pages,
+            "changes" => &self.changes,
+            "runs" => &self.runs,
+            "unrecorded" => &self.unrecorded,
+            "alerts" => &self.alerts,
+            _ => return None,
+        })
     }
 }
 

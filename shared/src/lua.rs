@@ -30,6 +30,7 @@ const INCLUDES: &[(&str, &str)] = &[
     ("history", include_str!("../lua/includes/history.lua")),
     ("queue_checks", include_str!("../lua/includes/queue_checks.lua")),
     ("queued", include_str!("../lua/includes/queued.lua")),
+    ("run_progress", include_str!("../lua/includes/run_progress.lua")),
     ("shape", include_str!("../lua/includes/shape.lua")),
     ("version", include_str!("../lua/includes/version.lua")),
 ];
@@ -225,8 +226,21 @@ script!(
     /// Extend the single-runner lock, only by its holder.
     LOCK_EXTEND, "lock_extend", LOCK);
 
+script!(
+    /// Start counting a sync run.
+    RUN_OPEN, "run_open", &["run", "runs"]);
+script!(
+    /// Count one search page of a run, once.
+    RUN_PAGE, "run_page", &["run", "ids", "pages", "unrecorded"]);
+script!(
+    /// Record what became of one id of a run.
+    RUN_MARK, "run_mark", &["run", "ids", "changes", "unrecorded"]);
+script!(
+    /// Note that a run's record and feed lines were written.
+    RUN_RECORDED, "run_recorded", &["run", "changes", "unrecorded", "alerts", "ids", "pages"]);
+
 /// Every script, for the contract tests.
-pub static ALL: [&LuaScript; 14] = [
+pub static ALL: [&LuaScript; 18] = [
     &GATE_ACQUIRE,
     &GATE_DEFER,
     &GATE_STATUS,
@@ -241,6 +255,10 @@ pub static ALL: [&LuaScript; 14] = [
     &QUEUE_ALERTED,
     &LOCK_RELEASE,
     &LOCK_EXTEND,
+    &RUN_OPEN,
+    &RUN_PAGE,
+    &RUN_MARK,
+    &RUN_RECORDED,
 ];
 
 #[cfg(test)]

@@ -10,6 +10,10 @@
 //! | `MessagesDone`, `MessagesParked`, `MessagesInvalid`, `MessagesReturned` | Count | SQS batches |
 //! | `DrainSucceeded`, `DrainFailed`, `DrainDeadLettered` | Count | drainer passes |
 //! | `RetryQueueDepth`, `RetryQueueDue`, `RetryQueueDead` | Count | the retry queue after a drainer run |
+//! | `PublicationDelayDays` | None | per precedent stored for the first time: first seen by a search − decision date (00:00 KST) |
+//! | `PipelineLatencyMs` | Milliseconds | per precedent stored: stored − first seen by a search |
+//! | `PrecedentsAdded`, `PrecedentsRevised`, `PrecedentsUnchanged` | Count | precedents stored, by what changed |
+//! | `RunsRecorded`, `RunIdsSkipped`, `RunIdsFetched`, `RunDiscrepancies` | Count | sync runs recorded |
 #![allow(clippy::print_stdout)] // EMF is read from the function's stdout
 
 use std::sync::Mutex;
@@ -35,11 +39,26 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 struct Acc {
     gate_wait_ms: Vec<f64>,
+    /// Distributions other than the gate's wait: name, unit, values.
+    values: Vec<(&'static str, &'static str, Vec<f64>)>,
     counts: Vec<(&'static str, u64)>,
     gauges: Vec<(&'static str, u64)>,
 }
 
 impl Acc {
+    fn value(&mut self, name: &'static str, unit: &'static str, v: f64) {
+        let i = match self.values.iter().position(|(k, _, _)| *k == name) {
+            Some(i) => i,
+            None => {
+                self.values.push((name, unit, Vec::new()));
+                self.values.len() - 1
+            }
+        };
+        if self.values[i].2.len() < MAX_VALUES {
+            self.values[i].2.push((v * 10.0).round() / 10.0);
+        }
+    }
+
     fn add(&mut self, name: &'static str, n: u64) {
         match self.counts.iter_mut().find(|(k, _)| *k == name) {
             Some((_, v)) => *v += n,
@@ -95,7 +114,11 @@ impl Metrics {
     /// happened.
     pub fn take_line(&self) -> Option<Value> {
         let acc = std::mem::take(&mut *self.acc());
-        if acc.gate_wait_ms.is_empty() && acc.counts.is_empty() && acc.gauges.is_empty() {
+        if acc.gate_wait_ms.is_empty()
+            && acc.counts.is_empty()
+            && acc.gauges.is_empty()
+            && acc.values.is_empty()
+        {
             return None;
         }
         let mut defs = Vec::new();
@@ -104,6 +127,10 @@ impl Metrics {
         if !acc.gate_wait_ms.is_empty() {
             defs.push(json!({"Name": "GateWaitMs", "Unit": "Milliseconds"}));
             line.insert("GateWaitMs".into(), json!(acc.gate_wait_ms));
+        }
+        for (name, unit, v) in &acc.values {
+            defs.push(json!({"Name": name, "Unit": unit}));
+            line.insert((*name).into(), json!(v));
         }
         for (name, v) in acc.counts.iter().chain(acc.gauges.iter()) {
             defs.push(json!({"Name": name, "Unit": "Count"}));
@@ -146,6 +173,33 @@ impl CallObserver for Metrics {
         if e.cooldown.is_some() {
             acc.add("Cooldowns", 1);
         }
+    }
+}
+
+impl crate::mirror::MirrorObserver for Metrics {
+    fn stored(&self, e: &crate::mirror::StoredEvent) {
+        use crate::mirror::runs::IdState;
+        let mut acc = self.acc();
+        if let Some(days) = e.publication_delay_days() {
+            acc.value("PublicationDelayDays", "None", days);
+        }
+        if let Some(ms) = e.pipeline_latency_ms() {
+            acc.value("PipelineLatencyMs", "Milliseconds", ms as f64);
+        }
+        let name = match e.state {
+            IdState::Added => "PrecedentsAdded",
+            IdState::Revised => "PrecedentsRevised",
+            _ => "PrecedentsUnchanged",
+        };
+        acc.add(name, 1);
+    }
+
+    fn run_recorded(&self, r: &crate::mirror::runs::RunRecord) {
+        let mut acc = self.acc();
+        acc.add("RunsRecorded", 1);
+        acc.add("RunIdsSkipped", r.ids.skipped);
+        acc.add("RunIdsFetched", r.ids.fetched);
+        acc.add("RunDiscrepancies", r.discrepancies.len() as u64);
     }
 }
 
@@ -202,6 +256,31 @@ mod tests {
         }
         assert!(line["_aws"]["Timestamp"].as_u64().is_some());
         assert_eq!(m.take_line(), None, "a line is taken once");
+    }
+
+    #[test]
+    fn stores_report_the_publication_delay_and_pipeline_latency() {
+        use crate::mirror::MirrorObserver;
+        let m = Metrics::new("prod", "detail");
+        // Decided 2026-01-29 (00:00 KST = 2026-01-28T15:00Z), first seen 10.5 days later,
+        // stored 2 s after that.
+        let decided_ms = 1_769_612_400_000u64;
+        let seen = decided_ms + 10 * 86_400_000 + 43_200_000;
+        m.stored(&crate::mirror::StoredEvent {
+            decided: Some("20260129".into()),
+            first_seen_ms: Some(seen),
+            fetched_ms: seen + 2000,
+            state: crate::mirror::runs::IdState::Added,
+        });
+        let line = m.take_line().expect("line");
+        assert_eq!(line["PublicationDelayDays"], json!([10.5]));
+        assert_eq!(line["PipelineLatencyMs"], json!([2000.0]));
+        assert_eq!(line["PrecedentsAdded"], json!(1));
+        let defs = line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .expect("defs")
+            .clone();
+        assert!(defs.contains(&json!({"Name": "PipelineLatencyMs", "Unit": "Milliseconds"})));
     }
 
     #[test]

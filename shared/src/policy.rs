@@ -171,3 +171,34 @@ pub const ALERT_TIMEOUT: Duration = Duration::from_secs(5);
 /// call with its gate wait at the default pace) before dropping it; past it, the leases and
 /// the lock expire on their own, as after a crash.
 pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------- the mirror
+
+/// How long a `missing/` marker is trusted before its id, listed again, is fetched again.
+/// law.go.kr's "no such precedent" for a listed id is mostly the 국세청 source, whose
+/// details arrive in batches weeks to months later; a month re-asks about a dozen times a
+/// year per such id, a few hundred calls a year for the whole corpus.
+pub const MISSING_RECHECK: Duration = Duration::from_secs(30 * 86_400);
+/// Store reads in flight for one page's ids the held cache does not know: a page is 100
+/// ids, and S3 answers a GET in tens of ms, so a page after a Redis flush takes a few
+/// hundred ms of store reads, none of them a law.go.kr call.
+pub const HELD_STORE_LOOKUPS_IN_FLIGHT: usize = 16;
+/// How long Redis keeps a sync run's counts after its last record (and before, from its
+/// start): long enough for `lawsync sync status` to show last month's runs and for a
+/// backfill of the whole corpus (more than a day of the key's calls) to finish; the
+/// record in the store is kept for good.
+pub const RUN_KEYS_TTL: Duration = Duration::from_secs(90 * 86_400);
+/// The per-run lock while its record is written: a record and a feed file are two store
+/// writes of a few KB, well under a second; a writer that dies frees it after this.
+pub const RUN_FINALIZE_LOCK: Duration = Duration::from_secs(60);
+/// Months of decision dates the daily run reads in full: this month and the one before.
+/// Most precedents appear within a month of their decision, and revisions (a corrected
+/// case name, a changed judgment type) come soon after; reading them whole costs a few
+/// dozen search calls a day and sees both.
+pub const DAILY_RECENT_MONTHS: u32 = 2;
+/// Older months the daily run probes with one `display=1` call each, reading one in full
+/// only when law.go.kr lists more than the mirror holds for it: three years in all, which
+/// covers the tail of late publications (weeks to months, the 국세 / 근로복지공단 batches)
+/// for 34 calls a day, 0.04 % of the key's 86,400. Later publications, undated precedents
+/// and revisions of older ones are caught by the whole-list probe and the weekly sweep.
+pub const DAILY_PROBE_MONTHS: u32 = 34;

@@ -53,6 +53,7 @@ fn window() -> SearchRequest {
         query: None,
         page: None,
         display: None,
+        ..Default::default()
     }
 }
 

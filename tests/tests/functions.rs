@@ -80,14 +80,7 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
     let outbox = Arc::new(SqsOutbox::new(&sdk, Some(urls[0].clone()), Some(urls[1].clone())));
     let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(OC));
     Rig {
-        deps: Deps {
-            cfg,
-            law,
-            queue,
-            docs,
-            outbox,
-            ns: ns.clone(),
-        },
+        deps: Deps::assemble(cfg, law, queue, docs, outbox, ns.clone()),
         ns,
         search_url: urls[0].clone(),
         detail_url: urls[1].clone(),

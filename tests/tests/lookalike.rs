@@ -63,6 +63,7 @@ fn window(from: &str, to: &str, page: u32, display: u32) -> SearchRequest {
         query: None,
         page: Some(page),
         display: Some(display),
+        ..Default::default()
     }
 }
 

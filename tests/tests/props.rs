@@ -610,6 +610,7 @@ fn sqs_messages_round_trip() {
             query,
             page,
             display,
+            ..Default::default()
         });
     check("sqs_round_trip", 1000, (request, any::<String>()), |(req, id)| {
         // A request comes back as sent when its values are usable, else as a clear error.

@@ -532,6 +532,7 @@ async fn the_longest_accepted_search_can_be_parked_dead_lettered_and_redriven() 
             query: Some(query),
             page: Some(u32::MAX),
             display: Some(100),
+            ..Default::default()
         };
         assert!(req.params().is_ok(), "the handlers accept it");
         Job::search(&req)

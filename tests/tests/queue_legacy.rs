@@ -120,6 +120,7 @@ fn long_search() -> Job {
         query: Some("손해배상".repeat(10)),
         page: None,
         display: None,
+        ..Default::default()
     };
     Job::search(&req)
 }
@@ -143,6 +144,7 @@ fn stored_jobs_read_as_their_kinds_and_write_back_unchanged() {
         query: None,
         page: None,
         display: None,
+        ..Default::default()
     };
     assert_eq!(jobs[0], Job::search(&window));
     assert_eq!(jobs[1], Job::detail("123"));

@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
     let (deps, sdk) = Deps::from_env().await?;
     let alerts = deps.alerts(&sdk).await?;
     let metrics = Arc::new(Metrics::new(&deps.cfg.app_env, "drainer"));
-    let deps = deps.observed(metrics.clone());
+    let deps = deps.observed(metrics.clone()).observed_mirror(metrics.clone());
     let (deps, alerts, metrics) = (&deps, &*alerts, &metrics);
     // The scheduled event's content carries nothing the drainer needs.
     lambda_runtime::run(service_fn(

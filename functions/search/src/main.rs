@@ -16,7 +16,7 @@ async fn main() -> Result<(), Error> {
     lawsync::telemetry::init();
     let (deps, _sdk) = Deps::from_env().await?;
     let metrics = Arc::new(Metrics::new(&deps.cfg.app_env, "search"));
-    let deps = deps.observed(metrics.clone());
+    let deps = deps.observed(metrics.clone()).observed_mirror(metrics.clone());
     let (deps, metrics) = (&deps, &metrics);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());

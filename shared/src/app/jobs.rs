@@ -8,11 +8,18 @@ use serde_json::json;
 
 use super::Deps;
 use super::outbox::QueueName;
+use super::sqs::DetailMessage;
 use crate::deadline::Deadline;
-use crate::documents::precedent_key;
 use crate::drainer::Outcome;
 use crate::gate::{GateError, Refusal};
-use crate::law::{Disposition, LawError, SearchRequest};
+use crate::law::{Disposition, LawError, Probe, SearchRequest};
+use crate::mirror::StoredEvent;
+use crate::mirror::envelope::{
+    Envelope, MissingMarker, SCHEMA_VERSION, content_hash, listing_hash, parse_rfc3339_millis,
+};
+use crate::mirror::held::{Held, Verdict, verdict};
+use crate::mirror::layout;
+use crate::mirror::runs::{ChangeLine, Counted, IdState, PageCount, RunId};
 use crate::policy::GATE_REFUSED_RETRY;
 use crate::queue::{Buried, Enqueued, ErrorNote, Job, JobKind};
 
@@ -25,6 +32,8 @@ pub enum JobError {
     Store(String),
     #[error("could not send follow-up messages: {0}")]
     Fanout(String),
+    #[error("could not count the page in its run: {0}")]
+    Run(String),
 }
 
 impl JobError {
@@ -33,6 +42,7 @@ impl JobError {
             JobError::Law(e) => (e.kind().to_owned(), e.status()),
             JobError::Store(_) => ("store".to_owned(), None),
             JobError::Fanout(_) => ("fanout".to_owned(), None),
+            JobError::Run(_) => ("run".to_owned(), None),
         };
         ErrorNote::now(kind, self.to_string(), status)
     }
@@ -40,40 +50,72 @@ impl JobError {
     fn disposition(&self) -> Disposition {
         match self {
             JobError::Law(e) => e.disposition(),
-            JobError::Store(_) | JobError::Fanout(_) => Disposition::RetryLater(None),
+            JobError::Store(_) | JobError::Fanout(_) | JobError::Run(_) => Disposition::RetryLater(None),
         }
     }
 }
 
-/// One search page: every hit becomes a `{"id"}` message on the detail queue, and the next
-/// page, if any, a message on the search queue. Sending twice is harmless (detail is
-/// idempotent), so a partial send fails the whole page, to be retried whole.
+/// One search page: the hits not held (or held with other list metadata, or recorded
+/// missing long enough ago, or all of them with `refresh`) become detail messages carrying
+/// what the page saw; the next page, if any, a message on the search queue; and the page
+/// is counted in its run. Sending twice is harmless (a detail for a held precedent is
+/// skipped before any call), so a partial send fails the whole page, to be retried whole.
 pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) -> Result<u32, JobError> {
+    if let Some(probe) = req.probe {
+        return run_probe(deps, req, probe, deadline).await;
+    }
     let page = deps.law.search(req, deadline).await?;
-    let bodies: Vec<String> = page
-        .items
-        .iter()
-        .map(|p| json!({ "id": p.id }).to_string())
-        .collect();
+    let now = crate::clock::now_millis();
+    let ids: Vec<&str> = page.items.iter().map(|p| p.id.as_str()).collect();
+    let held = deps
+        .held
+        .lookup(&ids)
+        .await
+        .map_err(|e| JobError::Store(e.to_string()))?;
+    let mut bodies = Vec::new();
+    let mut states = Vec::with_capacity(ids.len());
+    for (hit, held) in page.items.iter().zip(&held) {
+        match verdict(hit, held.as_ref(), req.refresh, now) {
+            Verdict::Skip { .. } => states.push((hit.id.as_str(), IdState::Skipped)),
+            Verdict::Fetch {
+                reason,
+                first_seen_ms,
+            } => {
+                let msg = DetailMessage {
+                    id: hit.id.clone(),
+                    run: req.run.clone(),
+                    listing: Some(hit.clone()),
+                    first_seen_at: Some(crate::clock::rfc3339_millis(first_seen_ms.unwrap_or(now))),
+                    reason: Some(reason),
+                    refresh: req.refresh,
+                };
+                bodies.push(serde_json::to_string(&msg).map_err(|e| JobError::Fanout(e.to_string()))?);
+                states.push((hit.id.as_str(), IdState::Sent));
+            }
+        }
+    }
     if page.skipped_items > 0 {
         tracing::warn!(
             skipped = page.skipped_items,
             "search: hits without an id were skipped"
         );
     }
-    let failed = deps
-        .outbox
-        .send(QueueName::Detail, &bodies)
-        .await
-        .map_err(|e| JobError::Fanout(e.to_string()))?;
-    if !failed.is_empty() {
-        return Err(JobError::Fanout(format!(
-            "{} of {} detail messages not sent",
-            failed.len(),
-            bodies.len()
-        )));
+    if !bodies.is_empty() {
+        let failed = deps
+            .outbox
+            .send(QueueName::Detail, &bodies)
+            .await
+            .map_err(|e| JobError::Fanout(e.to_string()))?;
+        if !failed.is_empty() {
+            return Err(JobError::Fanout(format!(
+                "{} of {} detail messages not sent",
+                failed.len(),
+                bodies.len()
+            )));
+        }
     }
-    if page.has_more(req.display.unwrap_or(crate::policy::MAX_DISPLAY)) {
+    let more = page.has_more(req.display.unwrap_or(crate::policy::MAX_DISPLAY));
+    if more {
         let next = serde_json::to_string(&req.next_page()).map_err(|e| JobError::Fanout(e.to_string()))?;
         let failed = deps
             .outbox
@@ -84,8 +126,26 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
             return Err(JobError::Fanout("the next-page message was not sent".into()));
         }
     }
+    if let Some(run) = &req.run {
+        let count = PageCount {
+            part: &req.window_name(),
+            page: page.page,
+            last: !more,
+            total: page.total,
+            without_id: page.skipped_items,
+            ids: &states,
+            ..Default::default()
+        };
+        let (counted, _) = deps
+            .runs
+            .page(run, &count)
+            .await
+            .map_err(|e| JobError::Run(e.to_string()))?;
+        after_count(deps, run, counted).await;
+    }
     tracing::info!(
-        hits = bodies.len(),
+        sent = bodies.len(),
+        skipped = states.len() - bodies.len(),
         total = page.total,
         page = page.page,
         "search: page fanned out"
@@ -93,49 +153,356 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
     Ok(bodies.len() as u32)
 }
 
-/// One precedent: fetched and stored under `prec/{id}.json`. One that law.go.kr says does
-/// not exist is recorded under `missing/{id}.json` and counts as done.
-pub async fn run_detail(deps: &Deps, id: &str, deadline: Deadline) -> Result<(), JobError> {
-    crate::law::check_precedent_id(id)?;
-    let key = precedent_key(id).map_err(|e| JobError::Store(e.to_string()))?;
-    match deps.law.detail(id, deadline).await {
-        Ok(doc) => {
-            let body = serde_json::to_vec(&doc).map_err(|e| JobError::Store(e.to_string()))?;
+/// One probe of the daily run: `totalCnt` of a month (or the whole list) against what the
+/// mirror holds for it; the window is read in full when it lists more than is held (a
+/// recent month always). The window's first page is sent before the probe counts itself
+/// done, so the run cannot complete in between; the last month probe sends the
+/// whole-list probe.
+async fn run_probe(
+    deps: &Deps,
+    req: &SearchRequest,
+    probe: Probe,
+    deadline: Deadline,
+) -> Result<u32, JobError> {
+    let Some(run) = &req.run else {
+        return Err(JobError::Law(LawError::InvalidRequest(
+            "a probe belongs to a run: run is required with probe".into(),
+        )));
+    };
+    let page = deps.law.search(req, deadline).await?;
+    let (months, held_total) = deps
+        .held
+        .held_by_month()
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    let window = SearchRequest {
+        probe: None,
+        page: None,
+        display: None,
+        ..req.clone()
+    };
+    let (read, unheld) = match probe {
+        Probe::Recent | Probe::Month => {
+            let held = months
+                .get(&crate::mirror::held::month_of(Some(&req.from)))
+                .copied()
+                .unwrap_or(0);
+            let unheld = page.total.saturating_sub(held);
+            (probe == Probe::Recent || unheld > 0, Some(unheld))
+        }
+        Probe::All => {
+            let status = deps
+                .runs
+                .status(run)
+                .await
+                .map_err(|e| JobError::Run(e.to_string()))?;
+            let probed = status.map_or(0, |s| s.unheld_probed);
+            (page.total.saturating_sub(held_total) > probed, None)
+        }
+    };
+    if read {
+        super::schedule::send_searches(deps, std::slice::from_ref(&window)).await?;
+    }
+    let part = super::schedule::probe_part(req);
+    let count = PageCount {
+        part: &part,
+        page: 1,
+        last: true,
+        spawn: u32::from(read),
+        probe_unheld: unheld,
+        ..Default::default()
+    };
+    let (counted, probes_left) = deps
+        .runs
+        .page(run, &count)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    tracing::info!(
+        run = %run,
+        window = %window.window_name(),
+        total = page.total,
+        unheld = unheld.unwrap_or(0),
+        read,
+        "probe: answered"
+    );
+    // The last month probe sends the whole-list probe; a repeated delivery of a probe
+    // after the months are all in sends it again (it counts once), in case the first
+    // delivery stopped before sending it.
+    let months_done = match counted {
+        Counted::Yes { .. } => probes_left == Some(0),
+        Counted::Already if probe != Probe::All => deps
+            .runs
+            .status(run)
+            .await
+            .map_err(|e| JobError::Run(e.to_string()))?
+            .is_some_and(|s| s.probes_left == 0),
+        _ => false,
+    };
+    if months_done {
+        super::schedule::send_searches(deps, &[super::schedule::all_probe(run, req.refresh)]).await?;
+    }
+    after_count(deps, run, counted).await;
+    Ok(u32::from(read))
+}
+
+/// After a count: writes the run's record when it is owed now (a failure leaves it owed,
+/// for the drainer's next pass), or says a run was not found.
+async fn after_count(deps: &Deps, run: &RunId, counted: Counted) {
+    match counted {
+        Counted::Yes { record: true } => {
+            if let Err(e) = deps.record_run(run).await {
+                tracing::warn!(run = %run, error = %e, "run record not written; the drainer will write it");
+            }
+        }
+        Counted::NoRun => {
+            tracing::warn!(run = %run, "no such run in Redis (expired, or Redis lost it): this work is not counted");
+        }
+        Counted::Yes { record: false } | Counted::Already => {}
+    }
+}
+
+/// Counts `state` for the run of a message, if it has one. A count that fails is logged:
+/// the work itself is done and stored, and the run stays incomplete rather than wrong.
+pub async fn mark_run(
+    deps: &Deps,
+    run: Option<&RunId>,
+    id: &str,
+    state: IdState,
+    change: Option<&ChangeLine>,
+) {
+    let Some(run) = run else { return };
+    match deps.runs.mark(run, id, state, change).await {
+        Ok(counted) => after_count(deps, run, counted).await,
+        Err(e) => tracing::warn!(run = %run, error = %e, "run not counted"),
+    }
+}
+
+/// One precedent: fetched and stored as an envelope under `prec/{id}.json`, and indexed
+/// by decision date. One that law.go.kr says does not exist is recorded under
+/// `missing/{id}.json` and counts as done. A precedent held unchanged (the message came
+/// twice, or another run fetched it first) is not fetched again unless `refresh` says so.
+/// Returns what became of it, counted in the message's run.
+pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) -> Result<IdState, JobError> {
+    msg.check()?;
+    let id = msg.id.as_str();
+    let key = layout::precedent(id).map_err(|e| JobError::Store(e.to_string()))?;
+    let held = deps
+        .held
+        .lookup(&[id])
+        .await
+        .map_err(|e| JobError::Store(e.to_string()))?
+        .pop()
+        .flatten();
+    let now = crate::clock::now_millis();
+    if let Some(listing) = &msg.listing
+        && matches!(
+            verdict(listing, held.as_ref(), msg.refresh, now),
+            Verdict::Skip { .. }
+        )
+    {
+        tracing::info!("detail: held unchanged; not fetched");
+        mark_run(deps, msg.run.as_ref(), id, IdState::Skipped, None).await;
+        return Ok(IdState::Skipped);
+    }
+    let first_seen_ms = held
+        .as_ref()
+        .and_then(Held::first_seen_ms)
+        .or_else(|| msg.first_seen_at.as_deref().and_then(parse_rfc3339_millis));
+    let listing_hash = msg.listing.as_ref().map(listing_hash);
+    let decided = msg
+        .listing
+        .as_ref()
+        .and_then(|l| l.decided_on.as_deref())
+        .and_then(normalize_date);
+    match deps.law.detail_as_sent(id, deadline).await {
+        Ok((parsed, detail)) => {
+            let fetched_ms = crate::clock::now_millis();
+            let envelope = Envelope {
+                schema_version: SCHEMA_VERSION,
+                id: id.to_owned(),
+                fetched_at: crate::clock::rfc3339_millis(fetched_ms),
+                first_seen_at: first_seen_ms.map(crate::clock::rfc3339_millis),
+                run_id: msg.run.clone().map(String::from),
+                listing: msg.listing.clone(),
+                listing_hash: listing_hash.clone(),
+                content_hash: content_hash(&detail),
+                detail,
+            };
+            let body = serde_json::to_vec(&envelope).map_err(|e| JobError::Store(e.to_string()))?;
+            let state = match &held {
+                None | Some(Held::Missing { .. }) => IdState::Added,
+                Some(Held::Stored {
+                    listing_hash: old_listing,
+                    content_hash: old_content,
+                    ..
+                }) => {
+                    if old_content.as_deref() == Some(envelope.content_hash.as_str())
+                        && (listing_hash.is_none() || old_listing == &listing_hash)
+                    {
+                        IdState::Unchanged
+                    } else {
+                        IdState::Revised
+                    }
+                }
+            };
             deps.docs
                 .put(&key, &body)
                 .await
                 .map_err(|e| JobError::Store(e.to_string()))?;
-            tracing::info!(bytes = body.len(), "detail: stored");
-            Ok(())
+            let decided = decided.or_else(|| parsed.decided_on.as_deref().and_then(normalize_date));
+            if state != IdState::Unchanged {
+                write_index(deps, id, decided.as_deref(), &envelope).await?;
+            }
+            deps.held
+                .record(
+                    id,
+                    &Held::Stored {
+                        listing_hash: listing_hash.or_else(|| old_listing_hash(held.as_ref())),
+                        content_hash: Some(envelope.content_hash.clone()),
+                        first_seen_ms,
+                    },
+                    decided.as_deref(),
+                )
+                .await;
+            tracing::info!(bytes = body.len(), change = state.as_str(), "detail: stored");
+            if let Some(o) = &deps.mirror_observer {
+                o.stored(&StoredEvent {
+                    decided: decided.clone(),
+                    first_seen_ms,
+                    fetched_ms,
+                    state,
+                });
+            }
+            let change = (state != IdState::Unchanged).then(|| ChangeLine {
+                id: id.to_owned(),
+                change: state.as_str().to_owned(),
+                key: key.clone(),
+                decided_on: decided,
+                content_hash: Some(envelope.content_hash.clone()),
+                at: envelope.fetched_at.clone(),
+            });
+            mark_run(deps, msg.run.as_ref(), id, state, change.as_ref()).await;
+            Ok(state)
         }
         Err(LawError::NotFound) => {
             let at = crate::clock::now_millis();
-            let marker = json!({ "id": id, "status": "not_found", "checkedAtMs": at }).to_string();
+            let marker = MissingMarker {
+                schema_version: SCHEMA_VERSION,
+                id: id.to_owned(),
+                status: "not_found".to_owned(),
+                checked_at: crate::clock::rfc3339_millis(at),
+                checked_at_ms: at,
+                first_seen_at: first_seen_ms.map(crate::clock::rfc3339_millis),
+                run_id: msg.run.clone().map(String::from),
+                listing: msg.listing.clone(),
+                listing_hash,
+            };
+            let missing_key = layout::missing(id).map_err(|e| JobError::Store(e.to_string()))?;
+            let body = serde_json::to_vec(&marker).map_err(|e| JobError::Store(e.to_string()))?;
             deps.docs
-                .put(&format!("missing/{id}.json"), marker.as_bytes())
+                .put(&missing_key, &body)
                 .await
                 .map_err(|e| JobError::Store(e.to_string()))?;
+            deps.held
+                .record(
+                    id,
+                    &Held::Missing {
+                        checked_ms: at,
+                        first_seen_ms,
+                    },
+                    decided.as_deref(),
+                )
+                .await;
             tracing::warn!("detail: law.go.kr has no such precedent; recorded under missing/");
-            Ok(())
+            // A first "missing", or a stored precedent gone missing, is news; a recheck
+            // that finds it still missing is not.
+            let news = !matches!(held, Some(Held::Missing { .. }));
+            let change = news.then(|| ChangeLine {
+                id: id.to_owned(),
+                change: "missing".to_owned(),
+                key: missing_key,
+                decided_on: decided,
+                content_hash: None,
+                at: marker.checked_at.clone(),
+            });
+            mark_run(deps, msg.run.as_ref(), id, IdState::Missing, change.as_ref()).await;
+            Ok(IdState::Missing)
         }
         Err(e) => Err(e.into()),
     }
 }
 
+fn old_listing_hash(held: Option<&Held>) -> Option<String> {
+    match held {
+        Some(Held::Stored { listing_hash, .. }) => listing_hash.clone(),
+        _ => None,
+    }
+}
+
+/// `index/decided/{YYYYMMDD}/{id}.json` (or `undated/`): a small pointer to the envelope,
+/// one object per precedent, so no writer rewrites another's.
+async fn write_index(deps: &Deps, id: &str, decided: Option<&str>, env: &Envelope) -> Result<(), JobError> {
+    let day = decided.unwrap_or("undated");
+    let key = format!("{}decided/{day}/{id}.json", layout::INDEX.path);
+    let body = json!({
+        "schemaVersion": SCHEMA_VERSION,
+        "id": id,
+        "key": format!("{}{id}.json", layout::PRECEDENTS.path),
+        "decidedOn": decided,
+        "contentHash": env.content_hash,
+        "fetchedAt": env.fetched_at,
+    })
+    .to_string();
+    deps.docs
+        .put(&key, body.as_bytes())
+        .await
+        .map_err(|e| JobError::Store(e.to_string()))
+}
+
+/// A decision date as `YYYYMMDD`, from any spelling law.go.kr uses (`2026.01.29`,
+/// `20260312`, `2026. 1. 15.`); `None` for an empty or impossible one.
+pub fn normalize_date(text: &str) -> Option<String> {
+    let parts: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let candidate = match parts.as_slice() {
+        [one] if one.len() == 8 => (*one).to_owned(),
+        [y, m, d] if y.len() == 4 && m.len() <= 2 && d.len() <= 2 => {
+            format!("{y}{:0>2}{:0>2}", m, d)
+        }
+        _ => return None,
+    };
+    crate::law::calendar::day_number(&candidate).ok()?;
+    Some(candidate)
+}
+
 /// Runs `job` for the drainer and says how it went.
 pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     let result = match &job.kind {
-        JobKind::Search => match serde_json::from_value::<SearchRequest>(job.payload.clone()) {
-            Ok(req) => run_search(deps, &req, deadline).await.map(|_| ()),
+        JobKind::Search => {
+            if job.payload.get("schedule").is_some() {
+                match serde_json::from_value::<super::schedule::Firing>(job.payload.clone()) {
+                    Ok(firing) => super::schedule::start(deps, &firing).await.map(|_| ()),
+                    Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
+                        "stored {} payload is not a schedule firing",
+                        job.kind
+                    )))),
+                }
+            } else {
+                match serde_json::from_value::<SearchRequest>(job.payload.clone()) {
+                    Ok(req) => run_search(deps, &req, deadline).await.map(|_| ()),
+                    Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
+                        "stored {} payload is not a search request",
+                        job.kind
+                    )))),
+                }
+            }
+        }
+        JobKind::Detail => match serde_json::from_value::<DetailMessage>(job.payload.clone()) {
+            Ok(msg) => run_detail(deps, &msg, deadline).await.map(|_| ()),
             Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
-                "stored {} payload is not a search request",
-                job.kind
-            )))),
-        },
-        JobKind::Detail => match job.payload.get("id").and_then(|v| v.as_str()) {
-            Some(id) => run_detail(deps, id, deadline).await,
-            None => Err(JobError::Law(LawError::InvalidRequest(format!(
-                "stored {} payload has no id",
+                "stored {} payload is not a detail message",
                 job.kind
             )))),
         },
@@ -242,4 +609,92 @@ pub async fn park_or_bury(deps: &Deps, job: &Job, err: JobError) -> MessageFate 
 
 fn err_kind(e: &JobError) -> String {
     e.note().kind
+}
+
+/// A job became a dead letter: its run counts the id as dead, or the search page as
+/// dead (the window's pages after it are never read).
+pub async fn job_buried(deps: &Deps, job: &Job) {
+    match &job.kind {
+        JobKind::Detail => {
+            if let Ok(msg) = serde_json::from_value::<DetailMessage>(job.payload.clone()) {
+                mark_run(deps, msg.run.as_ref(), &msg.id, IdState::Dead, None).await;
+            }
+        }
+        JobKind::Search => {
+            if let Ok(req) = serde_json::from_value::<SearchRequest>(job.payload.clone()) {
+                page_buried(deps, &req).await;
+            }
+        }
+        JobKind::Invalid | JobKind::Unknown(_) => {}
+    }
+}
+
+/// Counts a dead search page in its run: its window ends there.
+pub async fn page_buried(deps: &Deps, req: &SearchRequest) {
+    let Some(run) = &req.run else { return };
+    let part = match req.probe {
+        Some(_) => super::schedule::probe_part(req),
+        None => req.window_name(),
+    };
+    let month_probe = matches!(req.probe, Some(Probe::Recent | Probe::Month));
+    let count = PageCount {
+        part: &part,
+        page: req.page.unwrap_or(1),
+        last: true,
+        dead: true,
+        probe_unheld: month_probe.then_some(0),
+        ..Default::default()
+    };
+    match deps.runs.page(run, &count).await {
+        Ok((counted, probes_left)) => {
+            if probes_left == Some(0) {
+                let all = super::schedule::all_probe(run, req.refresh);
+                if let Err(e) = super::schedule::send_searches(deps, &[all]).await {
+                    tracing::warn!(run = %run, error = %e, "whole-list probe not sent");
+                }
+            }
+            after_count(deps, run, counted).await
+        }
+        Err(e) => tracing::warn!(run = %run, error = %e, "dead search page not counted in its run"),
+    }
+}
+
+/// What a drainer pass owes the runs: the records not yet written, and (from the
+/// scheduled drainer) one alert per run whose record shows a discrepancy.
+pub async fn runs_owed(deps: &Deps, alerts: Option<&dyn crate::alert::AlertSink>, deadline: Deadline) {
+    match deps.runs.owed().await {
+        Ok(owed) => {
+            for run in owed {
+                if !deadline.allows(crate::policy::MIN_CALL_WINDOW) {
+                    return;
+                }
+                if let Err(e) = deps.record_run(&run).await {
+                    tracing::warn!(run = %run, error = %e, "run record still not written");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "owed run records unreadable"),
+    }
+    let Some(sink) = alerts else { return };
+    let taken = match deps.runs.take_alerts(crate::policy::ALERTS_PER_PASS).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "run alerts unreadable");
+            return;
+        }
+    };
+    if taken.is_empty() {
+        return;
+    }
+    let bound = deadline.cap(crate::policy::ALERT_TIMEOUT);
+    let sent = tokio::time::timeout(bound, sink.runs_incomplete(&deps.cfg.app_env, &taken)).await;
+    if !matches!(sent, Ok(Ok(()))) {
+        tracing::error!(
+            runs = taken.len(),
+            "run discrepancy alert not delivered; kept for the next pass"
+        );
+        if let Err(e) = deps.runs.alerts_undelivered(&taken).await {
+            tracing::error!(error = %e, "run alerts could not be kept");
+        }
+    }
 }

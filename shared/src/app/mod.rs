@@ -8,6 +8,7 @@
 
 pub mod jobs;
 pub mod outbox;
+pub mod schedule;
 pub mod sqs;
 
 use std::sync::Arc;
@@ -28,6 +29,12 @@ pub struct Deps {
     pub outbox: Arc<dyn Outbox>,
     /// `APP_ENV` and the upstream: the Redis key space of the gate, queue and lock.
     pub ns: crate::keys::Namespace,
+    /// What the store holds, cached in Redis.
+    pub held: crate::mirror::held::HeldIndex,
+    /// The sync runs' counts and records.
+    pub runs: crate::mirror::runs::Runs,
+    /// Told of every precedent stored (the functions' metrics).
+    pub mirror_observer: Option<Arc<dyn crate::mirror::MirrorObserver>>,
 }
 
 /// Why a cold start failed. Names what to fix; never a secret.
@@ -43,6 +50,15 @@ pub enum StartupError {
     Client(#[from] crate::law::LawError),
     #[error("alerts: {0}")]
     Alerts(#[from] crate::alert::AlertError),
+}
+
+/// The document store the configuration names: `DOCUMENT_BUCKET` or `DOCUMENT_DIR`.
+pub fn document_store(cfg: &Config, sdk: &aws_config::SdkConfig) -> Arc<dyn DocumentStore> {
+    use crate::config::DocumentStoreConfig;
+    match &cfg.documents {
+        DocumentStoreConfig::Bucket(b) => Arc::new(crate::documents::S3Documents::new(sdk, b.clone())),
+        DocumentStoreConfig::Dir(d) => Arc::new(crate::documents::LocalDir::new(d.clone())),
+    }
 }
 
 /// law.go.kr's gate for the key `oc`: one per key on this Redis, whatever the environment
@@ -63,7 +79,6 @@ impl Deps {
     /// given as an ARN), Redis, the gate, the law.go.kr client with its run history, the
     /// retry queue, the document store and the SQS outbox.
     pub async fn build(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, StartupError> {
-        use crate::config::DocumentStoreConfig;
         let oc = crate::secrets::resolve_oc(&cfg.law.oc, sdk).await?;
         let redis = crate::redis_conn::RedisConn::connect(&cfg.redis).await?;
         let ns = crate::keys::Namespace::new(&cfg.app_env, crate::law::UPSTREAM)?;
@@ -71,23 +86,57 @@ impl Deps {
         let history = crate::history::RedisHistory::new(redis.clone(), &ns).with_secret(oc.clone());
         let law = LawClient::new(&cfg.law, oc.clone(), gate)?.with_history(Arc::new(history));
         let queue = RetryQueue::new(redis, &ns).with_secret(oc);
-        let docs: Arc<dyn DocumentStore> = match &cfg.documents {
-            DocumentStoreConfig::Bucket(b) => Arc::new(crate::documents::S3Documents::new(sdk, b.clone())),
-            DocumentStoreConfig::Dir(d) => Arc::new(crate::documents::LocalDir::new(d.clone())),
-        };
+        let docs = document_store(&cfg, sdk);
         let outbox = Arc::new(outbox::SqsOutbox::new(
             sdk,
             cfg.search_queue_url.clone(),
             cfg.detail_queue_url.clone(),
         ));
-        Ok(Self {
+        Ok(Self::assemble(cfg, law, queue, docs, outbox, ns))
+    }
+
+    /// The dependencies from their parts: the held cache and the runs on the queue's
+    /// Redis, over `docs`.
+    pub fn assemble(
+        cfg: Config,
+        law: LawClient,
+        queue: RetryQueue,
+        docs: Arc<dyn DocumentStore>,
+        outbox: Arc<dyn Outbox>,
+        ns: crate::keys::Namespace,
+    ) -> Self {
+        let redis = queue.connection().clone();
+        Self {
+            held: crate::mirror::held::HeldIndex::new(redis.clone(), &ns, docs.clone()),
+            runs: crate::mirror::runs::Runs::new(redis, &ns),
+            mirror_observer: None,
             cfg,
             law,
             queue,
             docs,
             outbox,
             ns,
-        })
+        }
+    }
+
+    /// The same dependencies, telling `observer` of every precedent stored and run
+    /// recorded.
+    pub fn observed_mirror(mut self, observer: Arc<dyn crate::mirror::MirrorObserver>) -> Self {
+        self.mirror_observer = Some(observer);
+        self
+    }
+
+    /// Writes `run`'s record and feed lines to the store (see
+    /// [`crate::mirror::runs::Runs::record`]).
+    pub async fn record_run(
+        &self,
+        run: &crate::mirror::runs::RunId,
+    ) -> Result<Option<crate::mirror::runs::RunRecord>, crate::mirror::runs::RunError> {
+        let record = self.runs.record(run, self.docs.as_ref()).await?;
+        if let (Some(r), Some(o)) = (&record, &self.mirror_observer) {
+            o.run_recorded(r);
+        }
+        Ok(record)
     }
 
     /// A cold start from the process environment: the configuration, the AWS SDK's own
@@ -214,5 +263,17 @@ impl crate::drainer::JobHandler for JobsHandler<'_> {
         deadline: crate::deadline::Deadline,
     ) -> crate::law::BoxFuture<'b, crate::drainer::Outcome> {
         Box::pin(jobs::run_job(self.0, job, deadline))
+    }
+
+    fn buried<'b>(&'b self, job: &'b crate::queue::Job) -> crate::law::BoxFuture<'b, ()> {
+        Box::pin(jobs::job_buried(self.0, job))
+    }
+
+    fn after_pass<'b>(
+        &'b self,
+        alerts: Option<&'b dyn crate::alert::AlertSink>,
+        deadline: crate::deadline::Deadline,
+    ) -> crate::law::BoxFuture<'b, ()> {
+        Box::pin(jobs::runs_owed(self.0, alerts, deadline))
     }
 }

@@ -9,13 +9,14 @@
 //! either cannot help, and the dead letter keeps it visible and redrivable).
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
 use super::Deps;
 use super::jobs::{self, MessageFate};
 use crate::deadline::Deadline;
 use crate::law::SearchRequest;
+use crate::mirror::runs::IdState;
 use crate::policy::MIN_CALL_WINDOW;
 
 /// Which function's messages a batch holds.
@@ -25,11 +26,55 @@ pub enum MessageKind {
     Detail,
 }
 
-/// `{"id":"<판례일련번호>"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `{"id":"<판례일련번호>"}`, and from a sync run's search page, what the page saw:
+/// `{"id","run","listing","firstSeenAt","reason","refresh"?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DetailMessage {
     pub id: String,
+    /// The sync run that listed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::mirror::runs::RunId>,
+    /// The search hit's metadata, kept in the envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listing: Option<crate::law::PrecedentSummary>,
+    /// The first time a search returned it, RFC 3339 UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen_at: Option<String>,
+    /// Why the page sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::mirror::held::FetchReason>,
+    /// Fetch it even when held unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh: bool,
+}
+
+impl DetailMessage {
+    /// A bare `{"id"}`.
+    pub fn id(id: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every field: the id, the listing's id (it must be the same precedent) and
+    /// the instant. Errors name the field, never echo its value.
+    pub fn check(&self) -> Result<(), crate::law::LawError> {
+        crate::law::check_precedent_id(&self.id)?;
+        let invalid = |m: &str| Err(crate::law::LawError::InvalidRequest(m.to_owned()));
+        if let Some(l) = &self.listing
+            && l.id != self.id
+        {
+            return invalid("listing.판례일련번호 must be the message's id");
+        }
+        if let Some(t) = &self.first_seen_at
+            && crate::mirror::envelope::parse_rfc3339_millis(t).is_none()
+        {
+            return invalid("firstSeenAt must be an instant as YYYY-MM-DDTHH:MM:SS.mmmZ");
+        }
+        Ok(())
+    }
 }
 
 /// A message body, parsed as its function reads it.
@@ -37,10 +82,12 @@ pub struct DetailMessage {
 pub enum Message {
     Search(SearchRequest),
     Detail(DetailMessage),
+    /// A schedule fired: its run starts.
+    Schedule(super::schedule::Firing),
 }
 
-const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>"}"#;
-const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD","query"?,"page"?,"display"?} or {"dayBefore":"<RFC 3339 instant>"}"#;
+const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>","run"?,"listing"?,"firstSeenAt"?,"reason"?,"refresh"?}"#;
+const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD" | "all":true,"query"?,"page"?,"display"?,"run"?,"refresh"?} or {"schedule":"daily"|"sweep","at":"<RFC 3339 instant>"} or {"dayBefore":"<RFC 3339 instant>"}"#;
 
 /// Why a message body is not a valid message: the expected shape and serde's position, or
 /// what is wrong with a value, never the body nor the value itself.
@@ -70,10 +117,17 @@ pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, InvalidMe
     match kind {
         MessageKind::Detail => {
             let msg: DetailMessage = parse(body, DETAIL_SHAPE)?;
-            crate::law::check_precedent_id(&msg.id).map_err(invalid_value)?;
+            msg.check().map_err(invalid_value)?;
             Ok(Message::Detail(msg))
         }
         MessageKind::Search => {
+            let scheduled =
+                serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("schedule").is_some());
+            if scheduled {
+                let firing: super::schedule::Firing = parse(body, SEARCH_SHAPE)?;
+                firing.at_ms().map_err(invalid_value)?;
+                return Ok(Message::Schedule(firing));
+            }
             let req = parse_search(body, SEARCH_SHAPE)?;
             req.params().map_err(invalid_value)?;
             Ok(Message::Search(req))
@@ -239,15 +293,39 @@ async fn handle_one(
     match msg {
         Message::Detail(msg) => {
             tracing::Span::current().record("precedent_id", msg.id.as_str());
-            let job = crate::queue::Job::detail(&msg.id);
-            match jobs::run_detail(deps, &msg.id, deadline).await {
-                Ok(()) => Handled::Valid(MessageFate::Done),
-                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
+            let job = crate::queue::Job::detail_message(&msg);
+            match jobs::run_detail(deps, &msg, deadline).await {
+                Ok(_) => Handled::Valid(MessageFate::Done),
+                Err(e) => {
+                    let fate = jobs::park_or_bury(deps, &job, e).await;
+                    let state = match fate {
+                        MessageFate::Parked => Some(IdState::Parked),
+                        MessageFate::Permanent => Some(IdState::Dead),
+                        MessageFate::Done | MessageFate::ReturnToSqs => None,
+                    };
+                    if let Some(state) = state {
+                        jobs::mark_run(deps, msg.run.as_ref(), &msg.id, state, None).await;
+                    }
+                    Handled::Valid(fate)
+                }
             }
         }
         Message::Search(req) => {
             let job = crate::queue::Job::search(&req);
             match jobs::run_search(deps, &req, deadline).await {
+                Ok(_) => Handled::Valid(MessageFate::Done),
+                Err(e) => {
+                    let fate = jobs::park_or_bury(deps, &job, e).await;
+                    if fate == MessageFate::Permanent {
+                        jobs::page_buried(deps, &req).await;
+                    }
+                    Handled::Valid(fate)
+                }
+            }
+        }
+        Message::Schedule(firing) => {
+            let job = super::schedule::firing_job(&firing);
+            match super::schedule::start(deps, &firing).await {
                 Ok(_) => Handled::Valid(MessageFate::Done),
                 Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e).await),
             }

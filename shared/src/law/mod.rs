@@ -16,7 +16,7 @@ pub mod schedule;
 
 pub use error::{BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, NetKind};
 pub use model::{
-    PrecedentDetail, PrecedentSummary, SearchPage, SearchRequest, check_date, check_precedent_id,
+    PrecedentDetail, PrecedentSummary, Probe, SearchPage, SearchRequest, check_date, check_precedent_id,
     decode_body, parse_detail, parse_search,
 };
 pub use retry_after::parse_retry_after;
@@ -155,12 +155,27 @@ impl LawClient {
 
     /// The full record of precedent `id` (`판례일련번호`) from `lawService.do`.
     pub async fn detail(&self, id: &str, deadline: Deadline) -> Result<PrecedentDetail, LawError> {
+        self.detail_as_sent(id, deadline).await.map(|(d, _)| d)
+    }
+
+    /// [`LawClient::detail`], with the `PrecService` object as law.go.kr sent it (links
+    /// removed, the key scrubbed): what the mirror stores.
+    pub async fn detail_as_sent(
+        &self,
+        id: &str,
+        deadline: Deadline,
+    ) -> Result<(PrecedentDetail, serde_json::Map<String, serde_json::Value>), LawError> {
         let result = async {
             check_precedent_id(id)?;
             let body = self
                 .call(Endpoint::Detail, &[("ID", id.to_owned())], deadline)
                 .await?;
-            parse_detail(decode_body(&body, &self.oc, "PrecService")?)
+            let value = decode_body(&body, &self.oc, "PrecService")?;
+            let raw = match value.get("PrecService") {
+                Some(serde_json::Value::Object(m)) => m.clone(),
+                _ => serde_json::Map::new(),
+            };
+            parse_detail(value).map(|d| (d, raw))
         }
         .await;
         self.note(Endpoint::Detail, result).await

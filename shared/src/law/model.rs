@@ -14,14 +14,21 @@ use super::error::LawError;
 use crate::policy::MAX_DISPLAY;
 use crate::secret::Secret;
 
-/// A search over precedents decided in a date window: the `{"from","to",...}` message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A search over precedents decided in a date window (or the whole list): the
+/// `{"from","to",...}` message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
-    /// First decision date, `YYYYMMDD`.
+    /// First decision date, `YYYYMMDD`; empty only with `all`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub from: String,
-    /// Last decision date, `YYYYMMDD`, inclusive.
+    /// Last decision date, `YYYYMMDD`, inclusive; empty only with `all`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub to: String,
+    /// The whole list, without a date window: the only search that lists precedents
+    /// without a decision date.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
     /// 1-based page; 1 when absent.
@@ -30,6 +37,30 @@ pub struct SearchRequest {
     /// Hits per page, 1..=100; 100 when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<u32>,
+    /// The sync run this page belongs to, counted in its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::mirror::runs::RunId>,
+    /// Fetch every hit again, held or not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refresh: bool,
+    /// A probe of the daily schedule: one hit is asked for, only `totalCnt` is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Probe>,
+}
+
+/// What a probe of the daily schedule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Probe {
+    /// A recent month: read in full whatever the count (revisions come soon after
+    /// publication); probed for its count only.
+    Recent,
+    /// An older month: read only when law.go.kr lists more than the mirror holds.
+    Month,
+    /// The whole list, after every month probe: read in full when it lists more not held
+    /// than the months did (precedents without a decision date, or older than the
+    /// probed months).
+    All,
 }
 
 /// Longest free-text query accepted; law.go.kr's own search box is far shorter.
@@ -40,26 +71,45 @@ impl SearchRequest {
     /// (`OC`, `target` and `type` are added by the client).
     pub fn params(&self) -> Result<Vec<(&'static str, String)>, LawError> {
         let invalid = |m: String| Err(LawError::InvalidRequest(m));
-        check_date("from", &self.from)?;
-        check_date("to", &self.to)?;
-        if self.from > self.to {
-            return invalid(format!("from {} is after to {}", self.from, self.to));
+        if self.all {
+            if !self.from.is_empty() || !self.to.is_empty() {
+                return invalid("all reads the whole list: give it without from and to".into());
+            }
+        } else {
+            if self.from.is_empty() || self.to.is_empty() {
+                return invalid(
+                    "from and to are required (or \"all\": true for the whole list, undated precedents included)"
+                        .into(),
+                );
+            }
+            check_date("from", &self.from)?;
+            check_date("to", &self.to)?;
+            if self.from > self.to {
+                return invalid(format!("from {} is after to {}", self.from, self.to));
+            }
         }
         let page = self.page.unwrap_or(1);
-        let display = self.display.unwrap_or(MAX_DISPLAY);
+        let display = if self.probe.is_some() {
+            1
+        } else {
+            self.display.unwrap_or(MAX_DISPLAY)
+        };
         if page == 0 {
             return invalid("page must be 1 or more".into());
         }
         if !(1..=MAX_DISPLAY).contains(&display) {
             return invalid(format!("display must be 1..={MAX_DISPLAY}, got {display}"));
         }
-        let mut params = vec![
-            ("prncYd", format!("{}~{}", self.from, self.to)),
+        let mut params = Vec::with_capacity(5);
+        if !self.all {
+            params.push(("prncYd", format!("{}~{}", self.from, self.to)));
+        }
+        params.extend([
             ("page", page.to_string()),
             ("display", display.to_string()),
             // Newest first, so the first pages of a window are the freshest decisions.
             ("sort", "ddes".to_owned()),
-        ];
+        ]);
         if let Some(q) = self.query.as_deref().filter(|q| !q.trim().is_empty()) {
             if q.chars().count() > MAX_QUERY_CHARS || q.chars().any(char::is_control) {
                 return invalid(format!(
@@ -69,6 +119,20 @@ impl SearchRequest {
             params.push(("query", q.to_owned()));
         }
         Ok(params)
+    }
+
+    /// The window this request reads, as a run names its parts: `from~to` or `all`, with
+    /// `~query` when there is one.
+    pub fn window_name(&self) -> String {
+        let window = if self.all {
+            "all".to_owned()
+        } else {
+            format!("{}~{}", self.from, self.to)
+        };
+        match self.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            Some(q) => format!("{window}~{q}"),
+            None => window,
+        }
     }
 
     /// The request for the next page.
@@ -109,24 +173,69 @@ pub fn check_date(field: &str, v: &str) -> Result<(), LawError> {
 pub struct PrecedentSummary {
     #[serde(rename = "판례일련번호", deserialize_with = "text")]
     pub id: String,
-    #[serde(rename = "사건명", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "사건명",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub case_name: Option<String>,
-    #[serde(rename = "사건번호", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "사건번호",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub case_number: Option<String>,
     /// As sent: `2026.01.29`.
-    #[serde(rename = "선고일자", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "선고일자",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub decided_on: Option<String>,
-    #[serde(rename = "법원명", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "법원명",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub court_name: Option<String>,
-    #[serde(rename = "법원종류코드", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "법원종류코드",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub court_type_code: Option<String>,
-    #[serde(rename = "사건종류명", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "사건종류명",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub case_type: Option<String>,
-    #[serde(rename = "판결유형", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "판결유형",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub judgment_type: Option<String>,
-    #[serde(rename = "선고", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "선고",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pronouncement: Option<String>,
-    #[serde(rename = "데이터출처명", default, deserialize_with = "opt_text")]
+    #[serde(
+        rename = "데이터출처명",
+        default,
+        deserialize_with = "opt_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub data_source: Option<String>,
 }
 

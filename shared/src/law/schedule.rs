@@ -37,12 +37,13 @@ impl DayBefore {
             query: None,
             page: None,
             display: None,
+            ..Default::default()
         })
     }
 }
 
 /// Seconds since the Unix epoch of `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
-fn parse_rfc3339(s: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     if b.len() < 20
         || b[4] != b'-'

@@ -22,16 +22,41 @@ pub struct Prefix {
 }
 
 /// `prec/{id}.json`: one envelope per precedent (see `docs/mirror.md`).
-pub const PRECEDENTS: Prefix = Prefix { path: "prec/", read: true, write: true, list: true };
+pub const PRECEDENTS: Prefix = Prefix {
+    path: "prec/",
+    read: true,
+    write: true,
+    list: true,
+};
 /// `missing/{id}.json`: ids law.go.kr listed but has no detail for, with when it was checked.
-pub const MISSING: Prefix = Prefix { path: "missing/", read: true, write: true, list: true };
+pub const MISSING: Prefix = Prefix {
+    path: "missing/",
+    read: true,
+    write: true,
+    list: true,
+};
 /// `runs/{run id}.json`: one record per finished sync run.
-pub const RUNS: Prefix = Prefix { path: "runs/", read: true, write: true, list: true };
+pub const RUNS: Prefix = Prefix {
+    path: "runs/",
+    read: true,
+    write: true,
+    list: true,
+};
 /// `changes/{YYYY-MM-DD}/{run id}.jsonl`: the increment feed, one file per finished run.
-pub const CHANGES: Prefix = Prefix { path: "changes/", read: false, write: true, list: false };
+pub const CHANGES: Prefix = Prefix {
+    path: "changes/",
+    read: false,
+    write: true,
+    list: false,
+};
 /// `index/decided/{YYYYMMDD}/{id}.json` (and `index/decided/undated/{id}.json`): the index
 /// by decision date, one small object per precedent, so no writer ever rewrites another's.
-pub const INDEX: Prefix = Prefix { path: "index/", read: false, write: true, list: false };
+pub const INDEX: Prefix = Prefix {
+    path: "index/",
+    read: false,
+    write: true,
+    list: false,
+};
 
 /// Every prefix, for the template check and the docs.
 pub const ALL: [Prefix; 5] = [PRECEDENTS, MISSING, RUNS, CHANGES, INDEX];

@@ -123,16 +123,25 @@ impl Job {
     }
 
     /// The job for one search page: its identity is the canonical window
-    /// (`from~to~query~page~display`, defaults filled in), its payload the request.
+    /// (`from~to~query~page~display`, defaults filled in, `all` for the whole list), and
+    /// `@run` for a page of a sync run (each run counts its own pages); its payload the
+    /// request.
     pub fn search(req: &SearchRequest) -> Self {
-        let identity = format!(
-            "{}~{}~{}~{}~{}",
-            req.from,
-            req.to,
+        let window = if req.all {
+            "all".to_owned()
+        } else {
+            format!("{}~{}", req.from, req.to)
+        };
+        let mut identity = format!(
+            "{window}~{}~{}~{}",
             req.query.as_deref().unwrap_or(""),
             req.page.unwrap_or(1),
             req.display.unwrap_or(MAX_DISPLAY)
         );
+        if let Some(run) = &req.run {
+            identity.push('@');
+            identity.push_str(run.as_str());
+        }
         Self::new(
             JobKind::Search,
             identity,
@@ -143,6 +152,20 @@ impl Job {
     /// The job for one precedent: payload `{"id"}`.
     pub fn detail(id: &str) -> Self {
         Self::new(JobKind::Detail, id, serde_json::json!({ "id": id }))
+    }
+
+    /// The job for a detail message: identity the id, and `@run` for one of a sync run
+    /// (each run settles its own ids); payload the message as sent.
+    pub fn detail_message(msg: &crate::app::sqs::DetailMessage) -> Self {
+        let identity = match &msg.run {
+            Some(run) => format!("{}@{run}", msg.id),
+            None => msg.id.clone(),
+        };
+        Self::new(
+            JobKind::Detail,
+            identity,
+            serde_json::to_value(msg).unwrap_or_default(),
+        )
     }
 
     /// The queue's member name: `KIND:identity`, or for an identity longer than
