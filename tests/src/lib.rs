@@ -8,6 +8,9 @@
 //! - [`lookalike`]: a law.go.kr look-alike over a synthetic corpus that enforces the rate
 //!   rule itself, publishes late (a settable "today"), with faults injected on demand; the
 //!   demo runs it as `law-lookalike`.
+//! - [`mirror`]: a whole mirror driven by hand (look-alike, Redis, SQS and S3 on moto,
+//!   the handlers fed the queues' messages, duplicates on demand), and the JSON Schemas of
+//!   `docs/schema/` to validate what it stored.
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
@@ -22,6 +25,7 @@ pub mod capture;
 pub mod history;
 pub mod leaks;
 pub mod lookalike;
+pub mod mirror;
 pub mod servers;
 pub mod timeline;
 pub mod upstream;

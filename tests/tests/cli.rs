@@ -236,9 +236,15 @@ async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
         .iter()
         .map(|m| serde_json::from_str(m.body().expect("body")).expect("json"))
         .collect();
+    assert_eq!(bodies.len(), 1);
+    let run = bodies[0]["run"]
+        .as_str()
+        .expect("the message names its run")
+        .to_owned();
+    assert!(run.starts_with("sync-"), "{run}");
     assert_eq!(
         bodies,
-        [json!({ "from": "20260101", "to": "20260131", "query": "손해배상" })]
+        [json!({ "from": "20260101", "to": "20260131", "query": "손해배상", "run": run })]
     );
     let (ok, stdout, stderr) = lawsync(&env, &["invoke", "drainer", "--json"], "").await;
     assert!(ok, "{stderr}");

@@ -144,6 +144,11 @@ fn detail_body(id: &str) -> String {
     json!({ "PrecService": { "판례정보일련번호": id, "사건명": "부당이득금", "판례내용": format!("본문 {OC}") } }).to_string()
 }
 
+/// The `id` of each detail message.
+fn ids_of(bodies: &[serde_json::Value]) -> Vec<&str> {
+    bodies.iter().map(|b| b["id"].as_str().expect("id")).collect()
+}
+
 fn failures(r: &aws_lambda_events::event::sqs::SqsBatchResponse) -> Vec<String> {
     r.batch_item_failures
         .iter()
@@ -171,7 +176,7 @@ async fn the_daily_schedules_message_searches_the_korean_day_before() {
     let seen = up.seen();
     assert_eq!(seen.len(), 1, "the malformed one must not reach law.go.kr");
     assert_eq!(seen[0].param("prncYd"), Some("20261130~20261130"));
-    assert_eq!(r.drain_queue(&r.detail_url).await, [json!({ "id": "21" })]);
+    assert_eq!(ids_of(&r.drain_queue(&r.detail_url).await), ["21"]);
     let dead = r.deps.queue.dead(10).await.expect("dead");
     assert_eq!(dead.len(), 1);
     let err = dead[0]
@@ -402,10 +407,16 @@ async fn search_fans_out_detail_messages_and_the_next_page() {
     )
     .await;
     assert!(failures(&resp).is_empty() && summary.done == 2, "{summary:?}");
-    assert_eq!(
-        r.drain_queue(&r.detail_url).await,
-        [json!({ "id": "13" })],
-        "one hit sent as an object"
+    let one_hit = r.drain_queue(&r.detail_url).await;
+    assert_eq!(ids_of(&one_hit), ["13"], "one hit sent as an object");
+    // What the page saw goes with the id: the listing (no link), when, and why.
+    assert_eq!(one_hit[0]["listing"]["사건명"], "손해배상");
+    assert!(one_hit[0]["listing"].get("판례상세링크").is_none());
+    assert_eq!(one_hit[0]["reason"], "new");
+    assert!(
+        one_hit[0]["firstSeenAt"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
     );
     assert!(
         r.drain_queue(&r.search_url).await.is_empty(),

@@ -151,9 +151,37 @@ fn search_messages_are_strict() {
         serde_json::from_str::<SearchRequest>(r#"{"from":"20260101","to":"20260102","pgae":2}"#).is_err(),
         "typo field"
     );
+    let no_to: SearchRequest = serde_json::from_str(r#"{"from":"20260101"}"#).expect("parses");
+    let e = no_to.params().expect_err("missing to");
+    assert!(e.to_string().contains("from and to are required"), "{e}");
+    let all: SearchRequest = serde_json::from_str(r#"{"all":true,"run":"daily-1"}"#).expect("whole list");
+    assert!(!all.params().expect("valid").iter().any(|(k, _)| *k == "prncYd"));
+    assert_eq!(all.window_name(), "all");
+    let both: SearchRequest =
+        serde_json::from_str(r#"{"all":true,"from":"20260101","to":"20260102"}"#).expect("parses");
     assert!(
-        serde_json::from_str::<SearchRequest>(r#"{"from":"20260101"}"#).is_err(),
-        "missing to"
+        both.params()
+            .expect_err("all with a window")
+            .to_string()
+            .contains("without from and to")
+    );
+    for bad in [
+        r#"{"all":true,"run":"a/b"}"#,
+        r#"{"all":true,"run":""}"#,
+        r#"{"all":true,"refresh":"yes"}"#,
+        r#"{"all":true,"probe":"weekly"}"#,
+    ] {
+        assert!(serde_json::from_str::<SearchRequest>(bad).is_err(), "{bad}");
+    }
+    let probe: SearchRequest =
+        serde_json::from_str(r#"{"from":"20260101","to":"20260131","probe":"month","run":"daily-1"}"#)
+            .expect("probe");
+    assert!(
+        probe
+            .params()
+            .expect("valid")
+            .contains(&("display", "1".to_owned())),
+        "a probe asks for one hit"
     );
     assert!(
         serde_json::from_str::<SearchRequest>(r#"{"from":"20260101","to":"20260102","page":-1}"#).is_err()

@@ -1,0 +1,453 @@
+//! A whole mirror on real parts, driven by hand: the look-alike (its rate rule off, its
+//! "today" settable), Redis, SQS and S3 on moto (or a folder), and the functions' handlers
+//! fed the queues' messages as Lambda's event source mapping would, with duplicates on
+//! demand. Tests of what the mirror stores, skips and records build on it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lawsync::alert::{AlertError, AlertSink, DeadLetterAlert};
+use lawsync::app::Deps;
+use lawsync::app::outbox::SqsOutbox;
+use lawsync::app::schedule::{Firing, ScheduleKind};
+use lawsync::app::sqs::{MessageKind, handle_batch};
+use lawsync::config::Config;
+use lawsync::documents::{DocumentStore, LocalDir, S3Documents};
+use lawsync::law::{BoxFuture, SearchRequest};
+use lawsync::mirror::runs::{RunAlert, RunId, RunPlan, RunStatus};
+use lawsync::queue::RetryQueue;
+use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
+use serde_json::json;
+
+use crate::lookalike::{Arrival, Lookalike, LookalikeConfig};
+use crate::servers::{Topology, moto_sdk, unique_env};
+
+/// Where the rig keeps documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// S3 on moto.
+    Bucket,
+    /// A temporary folder.
+    Folder,
+}
+
+/// Alerts kept in memory.
+#[derive(Debug, Default)]
+pub struct KeptAlerts {
+    pub dead: Mutex<Vec<DeadLetterAlert>>,
+    pub runs: Mutex<Vec<RunAlert>>,
+}
+
+impl AlertSink for KeptAlerts {
+    fn dead_lettered<'a>(
+        &'a self,
+        _env: &'a str,
+        alerts: &'a [DeadLetterAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        self.dead.lock().expect("alerts").extend_from_slice(alerts);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn runs_incomplete<'a>(
+        &'a self,
+        _env: &'a str,
+        runs: &'a [RunAlert],
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        self.runs.lock().expect("alerts").extend_from_slice(runs);
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The rig.
+pub struct MirrorRig {
+    pub lookalike: Lookalike,
+    pub deps: Deps,
+    pub ns: Namespace,
+    pub env: String,
+    pub sqs: aws_sdk_sqs::Client,
+    pub search_url: String,
+    pub detail_url: String,
+    pub docs: Arc<dyn DocumentStore>,
+    pub s3: Option<(aws_sdk_s3::Client, String)>,
+    pub folder: Option<std::path::PathBuf>,
+    pub alerts: Arc<KeptAlerts>,
+    pub oc: String,
+    /// Every message body handled twice (at-least-once delivery).
+    pub duplicate: bool,
+}
+
+/// What a pump did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pumped {
+    pub search_messages: u32,
+    pub detail_messages: u32,
+}
+
+impl MirrorRig {
+    /// A rig over a look-alike of `seed`, whose today is `today`.
+    pub async fn start(store: Store, seed: u64, today: Option<&str>) -> Self {
+        let oc = crate::servers::unique_oc("oc-MIRROR");
+        let mut cfg = LookalikeConfig::new(&oc);
+        cfg.interval = None;
+        cfg.seed = seed;
+        cfg.today = today.map(str::to_owned);
+        let lookalike = Lookalike::start(cfg).await.expect("look-alike");
+        let env = unique_env("mir");
+        let vars = [
+            ("LAW_API_OC", oc.clone()),
+            ("LAW_API_BASE_URL", lookalike.base_url.clone()),
+            ("LAW_API_REQUEST_INTERVAL_MS", "2".to_owned()),
+            ("APP_ENV", env.clone()),
+        ];
+        let cfg = Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+            .expect("config");
+        let sdk = moto_sdk().await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let [search_url, detail_url] = crate::servers::create_queues(&sqs, &env).await.expect("queues");
+        let ns = Namespace::new(&env, "law-go-kr").expect("ns");
+        let conn = Topology::Standalone.connect().await;
+        let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
+        let law = LawClient::new(&cfg.law, Secret::new(&oc), gate).expect("client");
+        let (docs, s3, folder): (Arc<dyn DocumentStore>, _, _) = match store {
+            Store::Folder => {
+                let dir = std::env::temp_dir().join(&env);
+                (Arc::new(LocalDir::new(dir.clone())), None, Some(dir))
+            }
+            Store::Bucket => {
+                let bucket = env.to_lowercase();
+                let s3 = S3Documents::new(&sdk, bucket.clone());
+                let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast2)
+                    .build();
+                s3.client()
+                    .create_bucket()
+                    .bucket(&bucket)
+                    .create_bucket_configuration(location)
+                    .send()
+                    .await
+                    .expect("create bucket");
+                let client = s3.client().clone();
+                (Arc::new(s3), Some((client, bucket)), None)
+            }
+        };
+        let outbox = Arc::new(SqsOutbox::new(
+            &sdk,
+            Some(search_url.clone()),
+            Some(detail_url.clone()),
+        ));
+        let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(&oc));
+        let deps = Deps::assemble(cfg, law, queue, docs.clone(), outbox, ns.clone());
+        Self {
+            lookalike,
+            deps,
+            ns,
+            env,
+            sqs,
+            search_url,
+            detail_url,
+            docs,
+            s3,
+            folder,
+            alerts: Arc::new(KeptAlerts::default()),
+            oc,
+            duplicate: false,
+        }
+    }
+
+    /// Starts a sync run of `req` as `lawsync sync` does: a fresh run id, opened, and its
+    /// first page sent.
+    pub async fn sync(&self, mut req: SearchRequest) -> RunId {
+        let run = RunId::fresh("sync", lawsync::clock::now_millis());
+        req.run = Some(run.clone());
+        let plan = RunPlan {
+            kind: "sync".into(),
+            windows: vec![req.window_name()],
+            query: req.query.clone(),
+            refresh: req.refresh,
+        };
+        self.deps
+            .runs
+            .open(&run, &plan, 0, lawsync::clock::now_millis())
+            .await
+            .expect("open run");
+        self.send(&self.search_url, &serde_json::to_string(&req).expect("json"))
+            .await;
+        run
+    }
+
+    /// Sends a schedule's firing at `at` (RFC 3339) to the search queue, as EventBridge
+    /// Scheduler would.
+    pub async fn fire(&self, schedule: ScheduleKind, at: &str) -> RunId {
+        let firing = Firing {
+            schedule,
+            at: at.to_owned(),
+        };
+        self.send(&self.search_url, &serde_json::to_string(&firing).expect("json"))
+            .await;
+        firing.plan().expect("plan").run
+    }
+
+    pub async fn send(&self, url: &str, body: &str) {
+        self.sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("send");
+    }
+
+    async fn receive(&self, url: &str) -> Vec<(String, String)> {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .expect("receive");
+        let mut got = Vec::new();
+        for m in out.messages() {
+            got.push((
+                m.message_id().expect("id").to_owned(),
+                m.body().expect("body").to_owned(),
+            ));
+            self.sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().expect("handle"))
+                .send()
+                .await
+                .expect("delete");
+        }
+        got
+    }
+
+    /// Hands both queues' messages to the functions until both are empty (each batch
+    /// twice with `duplicate`), then runs the drainer while the retry queue has due work.
+    pub async fn pump(&self) -> Pumped {
+        let mut pumped = Pumped::default();
+        for _ in 0..10_000 {
+            let mut any = false;
+            for (url, kind) in [
+                (&self.search_url, MessageKind::Search),
+                (&self.detail_url, MessageKind::Detail),
+            ] {
+                let got = self.receive(url).await;
+                if got.is_empty() {
+                    continue;
+                }
+                any = true;
+                match kind {
+                    MessageKind::Search => pumped.search_messages += got.len() as u32,
+                    MessageKind::Detail => pumped.detail_messages += got.len() as u32,
+                }
+                let rounds = if self.duplicate { 2 } else { 1 };
+                for _ in 0..rounds {
+                    let (response, _) = handle_batch(
+                        &self.deps,
+                        kind,
+                        event(&got),
+                        Deadline::after(Duration::from_secs(60)),
+                    )
+                    .await;
+                    assert!(
+                        response.batch_item_failures.is_empty(),
+                        "a message went back to SQS: {:?}",
+                        response.batch_item_failures.len()
+                    );
+                }
+            }
+            if !any {
+                return pumped;
+            }
+        }
+        panic!("the queues never emptied");
+    }
+
+    /// One scheduled drainer run of at most `passes` passes, alerts kept.
+    pub async fn drain(&self, passes: u32) {
+        self.deps
+            .drain(
+                self.alerts.as_ref(),
+                Deadline::after(Duration::from_secs(60)),
+                Some(passes),
+            )
+            .await
+            .expect("drain");
+    }
+
+    pub async fn status(&self, run: &RunId) -> RunStatus {
+        self.deps
+            .runs
+            .status(run)
+            .await
+            .expect("status")
+            .expect("run in Redis")
+    }
+
+    /// The look-alike's arrivals from index `since` on, as (search, detail) counts.
+    pub fn calls_since(&self, since: usize) -> (usize, usize) {
+        let a: Vec<Arrival> = self.lookalike.arrivals();
+        let later = &a[since.min(a.len())..];
+        (
+            later.iter().filter(|x| x.endpoint == "search").count(),
+            later.iter().filter(|x| x.endpoint == "detail").count(),
+        )
+    }
+
+    pub fn arrivals_len(&self) -> usize {
+        self.lookalike.arrivals().len()
+    }
+
+    /// Every key under `prefix` in the store, sorted.
+    pub async fn keys(&self, prefix: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((s3, bucket)) = &self.s3 {
+            let mut token = None;
+            loop {
+                let page = s3
+                    .list_objects_v2()
+                    .bucket(bucket)
+                    .prefix(prefix)
+                    .set_continuation_token(token)
+                    .send()
+                    .await
+                    .expect("list");
+                out.extend(page.contents().iter().filter_map(|o| o.key().map(str::to_owned)));
+                token = page.next_continuation_token().map(str::to_owned);
+                if token.is_none() {
+                    break;
+                }
+            }
+        } else if let Some(root) = &self.folder {
+            fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<String>) {
+                let Ok(entries) = std::fs::read_dir(dir) else {
+                    return;
+                };
+                for e in entries.flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        walk(&p, root, out);
+                    } else if let Ok(rel) = p.strip_prefix(root) {
+                        out.push(rel.to_string_lossy().replace('\\', "/"));
+                    }
+                }
+            }
+            walk(root, root, &mut out);
+            out.retain(|k| k.starts_with(prefix) && !k.contains(".tmp-"));
+        }
+        out.sort();
+        out
+    }
+
+    /// The object at `key`, as JSON.
+    pub async fn json(&self, key: &str) -> serde_json::Value {
+        let body = self.docs.get(key).await.expect("get").expect("object exists");
+        serde_json::from_slice(&body).expect("json object")
+    }
+
+    /// The object at `key`, as text.
+    pub async fn text(&self, key: &str) -> String {
+        let body = self.docs.get(key).await.expect("get").expect("object exists");
+        String::from_utf8(body).expect("utf-8")
+    }
+
+    /// Deletes every Redis key of this rig's namespace: Redis lost, the store kept.
+    pub async fn flush_redis(&self) {
+        let mut conn = Topology::Standalone.connect().await;
+        let pattern = format!("{}*", self.ns.tag().replace('{', "\\{").replace('}', "\\}"));
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut conn)
+            .await
+            .expect("keys");
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .expect("del");
+        }
+    }
+}
+
+/// An SQS event of `(message id, body)` records.
+pub fn event(records: &[(String, String)]) -> SqsEvent {
+    let records: Vec<_> = records
+        .iter()
+        .map(|(id, body)| json!({ "messageId": id, "body": body, "eventSource": "aws:sqs" }))
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).expect("event")
+}
+
+/// The JSON Schemas of `docs/schema/`, compiled: the consumer contract, checked against
+/// what the mirror really stored.
+pub struct Schemas {
+    schemas: boon::Schemas,
+    by_name: Vec<(&'static str, boon::SchemaIndex)>,
+}
+
+/// Where the schemas are published (their `$id`s).
+const SCHEMA_BASE: &str = "https://lawsync.invalid/schema/1/";
+/// The schema files, by name.
+pub const SCHEMA_NAMES: [&str; 5] = ["precedent", "missing", "change", "index", "run"];
+
+impl Schemas {
+    /// Compiles every schema file; panics with the reason on a broken one.
+    pub fn load() -> Self {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/schema");
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V2020_12);
+        compiler.enable_format_assertions();
+        for name in SCHEMA_NAMES {
+            let path = dir.join(format!("{name}.schema.json"));
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let value: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(
+                value["$id"].as_str(),
+                Some(format!("{SCHEMA_BASE}{name}.schema.json").as_str()),
+                "{name}: $id"
+            );
+            compiler
+                .add_resource(&format!("{SCHEMA_BASE}{name}.schema.json"), value)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let mut schemas = boon::Schemas::new();
+        let by_name = SCHEMA_NAMES
+            .iter()
+            .map(|name| {
+                let idx = compiler
+                    .compile(&format!("{SCHEMA_BASE}{name}.schema.json"), &mut schemas)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                (*name, idx)
+            })
+            .collect();
+        Self { schemas, by_name }
+    }
+
+    /// Validates `value` against the schema `name`; the error lists what is wrong.
+    pub fn validate(&self, name: &str, value: &serde_json::Value) -> Result<(), String> {
+        let idx = self
+            .by_name
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, i)| *i)
+            .unwrap_or_else(|| panic!("no schema {name}"));
+        self.schemas.validate(value, idx).map_err(|e| format!("{e:#}"))
+    }
+
+    /// The schema an object of the store is under, by its key.
+    pub fn for_key(key: &str) -> Option<&'static str> {
+        Some(match key.split('/').next()? {
+            "prec" => "precedent",
+            "missing" => "missing",
+            "changes" => "change",
+            "index" => "index",
+            "runs" => "run",
+            _ => return None,
+        })
+    }
+}
