@@ -118,6 +118,7 @@ impl Namespace {
             run: format!("{}:run:{run_id}", self.tag),
             ids: k("ids"),
             pages: k("pages"),
+            parts: k("parts"),
             changes: k("changes"),
             runs: format!("{}:runs", self.tag),
             unrecorded: format!("{}:runs:unrecorded", self.tag),
@@ -140,6 +141,8 @@ pub struct RunKeys {
     pub ids: String,
     /// Set: `part|page` of every search page counted.
     pub pages: String,
+    /// Set: the parts (windows, probes) the run waits for.
+    pub parts: String,
     /// Hash: id → its increment-feed line, until written to the store.
     pub changes: String,
     /// Sorted set: run ids by start (ms), for `lawsync sync status`.
@@ -156,6 +159,7 @@ impl crate::lua::ScriptKeys for RunKeys {
             "run" => &self.run,
             "ids" => &self.ids,
             "pages" => &self.pages,
+            "parts" => &self.parts,
             "changes" => &self.changes,
             "runs" => &self.runs,
             "unrecorded" => &self.unrecorded,

@@ -168,6 +168,17 @@ fn paste(body: &str, pasted: &mut Vec<&'static str>, out: &mut String) {
 
 const GATE: &[&str] = &["gate"];
 const LOCK: &[&str] = &["lock"];
+/// Every key of a sync run (`crate::keys::RunKeys`), for each run script.
+const RUN: &[&str] = &[
+    "run",
+    "ids",
+    "pages",
+    "parts",
+    "changes",
+    "runs",
+    "unrecorded",
+    "alerts",
+];
 
 macro_rules! script {
     ($(#[$doc:meta])* $name:ident, $file:literal, $keys:expr) => {
@@ -228,16 +239,16 @@ script!(
 
 script!(
     /// Start counting a sync run.
-    RUN_OPEN, "run_open", &["run", "runs"]);
+    RUN_OPEN, "run_open", RUN);
 script!(
     /// Count one search page of a run, once.
-    RUN_PAGE, "run_page", &["run", "ids", "pages", "unrecorded"]);
+    RUN_PAGE, "run_page", RUN);
 script!(
     /// Record what became of one id of a run.
-    RUN_MARK, "run_mark", &["run", "ids", "changes", "unrecorded"]);
+    RUN_MARK, "run_mark", RUN);
 script!(
     /// Note that a run's record and feed lines were written.
-    RUN_RECORDED, "run_recorded", &["run", "changes", "unrecorded", "alerts", "ids", "pages"]);
+    RUN_RECORDED, "run_recorded", RUN);
 
 /// Every script, for the contract tests.
 pub static ALL: [&LuaScript; 18] = [

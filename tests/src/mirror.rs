@@ -60,6 +60,7 @@ impl AlertSink for KeptAlerts {
 }
 
 /// The rig.
+#[allow(missing_debug_implementations)] // holds the look-alike and the handlers' Deps
 pub struct MirrorRig {
     pub lookalike: Lookalike,
     pub deps: Deps,
@@ -98,6 +99,14 @@ impl MirrorRig {
             ("LAW_API_OC", oc.clone()),
             ("LAW_API_BASE_URL", lookalike.base_url.clone()),
             ("LAW_API_REQUEST_INTERVAL_MS", "2".to_owned()),
+            // A failure is parked at once, not retried in the call after seconds of sleep.
+            ("LAW_API_MAX_ATTEMPTS", "1".to_owned()),
+            ("DRAIN_INTERVAL_MS", "100".to_owned()),
+            // Handlers wait for their slot rather than park on a 2 ms interval's noise, so
+            // what is parked is what the look-alike failed.
+            ("LAW_API_HANDLER_MAX_WAIT_MS", "2000".to_owned()),
+            // Parked work waits for the drainer, so a test sees it parked.
+            ("HANDLERS_DRAIN", "false".to_owned()),
             ("APP_ENV", env.clone()),
         ];
         let cfg = Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
@@ -136,7 +145,13 @@ impl MirrorRig {
             Some(search_url.clone()),
             Some(detail_url.clone()),
         ));
-        let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(&oc));
+        // Retries due in tenths of a second rather than the production 10 s.
+        let queue = RetryQueue::new(conn, &ns)
+            .with_secret(Secret::new(&oc))
+            .with_backoff(lawsync::queue::Backoff {
+                base: Duration::from_millis(100),
+                cap: Duration::from_millis(400),
+            });
         let deps = Deps::assemble(cfg, law, queue, docs.clone(), outbox, ns.clone());
         Self {
             lookalike,
@@ -384,6 +399,7 @@ pub fn event(records: &[(String, String)]) -> SqsEvent {
 
 /// The JSON Schemas of `docs/schema/`, compiled: the consumer contract, checked against
 /// what the mirror really stored.
+#[allow(missing_debug_implementations)] // boon's compiled schemas print nothing useful
 pub struct Schemas {
     schemas: boon::Schemas,
     by_name: Vec<(&'static str, boon::SchemaIndex)>,

@@ -1,22 +1,56 @@
--- A sync run's ids and its completion: shared by run_page and run_mark.
---   run hash fields: seen, n:<state> (one counter per state), parts, partsDone,
---   completed (ms, once), recorded (ms of the last record)
--- States rank sent (1) < parked (2) < settled (3: skipped added revised unchanged missing
--- dead). An id only moves up, so a repeated delivery never counts twice; a dead letter
--- may still settle another way (redriven and fetched).
-local RUN_RANK = { sent = 1, parked = 2, skipped = 3, added = 3, revised = 3,
-                   unchanged = 3, missing = 3, dead = 3 }
+--[[ include run_progress: a sync run's ids, parts and completion, for run_page and run_mark.
+  The run hash holds: opened, meta, seen, n:<state> (one counter per state), partsDone,
+  probesLeft, unheldProbed, pagesDone, pagesDead, withoutId, totalCnt, and per part p:
+  total:<p> (totalCnt of its first page), listed:<p> (ids and hits without id on its
+  pages), done:<p> (pages counted), last:<p> (its last page), finished:<p>; then
+  completed (ms, once), recorded (ms), feedFiles, alertOwed.
+  K.parts lists the parts the run waits for: the windows it was opened with, and those a
+  probe added. A part is finished when every page from 1 to its last was counted.
+  States rank sent (1) < parked (2) < skipped (3) < settled by a fetch (4: added revised
+  unchanged missing dead). An id only moves up, so a repeated delivery never counts twice;
+  a skip seen by another page never hides the fetch's outcome (and its feed line) that
+  comes after; a dead letter may still settle by a fetch (redriven). ]]
+--- @include "args"
+local RUN_RANK = { sent = 1, parked = 2, skipped = 3, added = 4, revised = 4,
+                   unchanged = 4, missing = 4, dead = 4 }
+
+local RUN_KEY_TYPES = {
+  { 'run', 'hash' }, { 'ids', 'hash' }, { 'pages', 'set' }, { 'parts', 'set' },
+  { 'changes', 'hash' }, { 'runs', 'zset' }, { 'unrecorded', 'set' }, { 'alerts', 'set' },
+}
+
+-- nil when every key this script has is absent or of its type, else the CORRUPT reply.
+local function run_shape_refusal()
+  for _, named in ipairs(RUN_KEY_TYPES) do
+    local key, want = K[named[1]], named[2]
+    if key then
+      local have = redis.call('TYPE', key).ok
+      if have ~= 'none' and have ~= want then
+        return redis.error_reply('CORRUPT ' .. key .. ' is a ' .. have .. ', not a ' .. want .. '; the run cannot be counted')
+      end
+    end
+  end
+  return nil
+end
+
+-- nil when every stored state of these ids is one, else the CORRUPT reply (checked before
+-- anything is written).
+local function run_states_refusal(ids)
+  for _, id in ipairs(ids) do
+    local old = redis.call('HGET', K.ids, id)
+    if old and RUN_RANK[old] == nil then
+      return redis.error_reply('CORRUPT ' .. K.ids .. ' holds a state that is not one; the run cannot be counted')
+    end
+  end
+  return nil
+end
 
 local function run_move(id, new)
   local old = redis.call('HGET', K.ids, id)
   if old == new then return 0 end
   if old then
-    local from = RUN_RANK[old]
-    if from == nil then
-      return redis.error_reply('CORRUPT run id state ' .. tostring(old) .. ' is not a state; the run cannot be counted')
-    end
-    local redriven = old == 'dead' and new ~= 'skipped' and RUN_RANK[new] == 3
-    if RUN_RANK[new] <= from and not redriven then return 0 end
+    local redriven = old == 'dead' and RUN_RANK[new] == 4
+    if RUN_RANK[new] <= RUN_RANK[old] and not redriven then return 0 end
     redis.call('HINCRBY', K.run, 'n:' .. old, -1)
   else
     redis.call('HINCRBY', K.run, 'seen', 1)
@@ -26,15 +60,39 @@ local function run_move(id, new)
   return 1
 end
 
--- 1 when this call completed the run: every part read to its last page, and no id sent or
--- parked. Completion is recorded once, in `completed`, and the run goes to the set of
--- runs whose record is owed.
+-- Part p counts as done once it is finished and the run waits for it.
+local function run_part_settled(p)
+  if redis.call('HGET', K.run, 'finished:' .. p) and redis.call('SISMEMBER', K.parts, p) == 1 then
+    redis.call('HINCRBY', K.run, 'partsDone', 1)
+  end
+end
+
+-- Marks part p finished when pages 1..last are all counted (once).
+local function run_finish_if_read(p)
+  local last = tonumber(redis.call('HGET', K.run, 'last:' .. p))
+  local done = tonumber(redis.call('HGET', K.run, 'done:' .. p)) or 0
+  if not last or done < last or redis.call('HEXISTS', K.run, 'finished:' .. p) == 1 then return end
+  for page = 1, last do
+    if redis.call('SISMEMBER', K.pages, p .. '|' .. page) == 0 then return end
+  end
+  redis.call('HSET', K.run, 'finished:' .. p, 1)
+  run_part_settled(p)
+end
+
+-- Adds part p to those the run waits for (a probe found a window to read).
+local function run_expect(p)
+  if redis.call('SADD', K.parts, p) == 1 then run_part_settled(p) end
+end
+
+-- 1 when this call completed the run: every part it waits for read to its last page, and
+-- no id sent or parked. Completion is recorded once, in `completed`, and the run goes to
+-- the set of runs whose record is owed.
 local function run_complete_if_done(run_id, now)
-  local f = redis.call('HMGET', K.run, 'parts', 'partsDone', 'n:sent', 'n:parked', 'completed')
-  if f[5] then return 0 end
-  local parts = tonumber(f[1]) or 0
-  if parts == 0 or (tonumber(f[2]) or 0) < parts then return 0 end
-  if (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0) > 0 then return 0 end
+  local f = redis.call('HMGET', K.run, 'partsDone', 'n:sent', 'n:parked', 'completed')
+  if f[4] then return 0 end
+  local parts = redis.call('SCARD', K.parts)
+  if parts == 0 or (tonumber(f[1]) or 0) < parts then return 0 end
+  if (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) > 0 then return 0 end
   redis.call('HSET', K.run, 'completed', now)
   redis.call('SADD', K.unrecorded, run_id)
   return 1

@@ -127,9 +127,11 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         }
     }
     if let Some(run) = &req.run {
+        // The page asked for, not the one the reply names: a reply without `page` must not
+        // count as page 1 again.
         let count = PageCount {
             part: &req.window_name(),
-            page: page.page,
+            page: req.page.unwrap_or(1),
             last: !more,
             total: page.total,
             without_id: page.skipped_items,
@@ -204,11 +206,16 @@ async fn run_probe(
         super::schedule::send_searches(deps, std::slice::from_ref(&window)).await?;
     }
     let part = super::schedule::probe_part(req);
+    let spawn = if read {
+        vec![window.window_name()]
+    } else {
+        Vec::new()
+    };
     let count = PageCount {
         part: &part,
         page: 1,
         last: true,
-        spawn: u32::from(read),
+        spawn: &spawn,
         probe_unheld: unheld,
         ..Default::default()
     };
@@ -261,19 +268,30 @@ async fn after_count(deps: &Deps, run: &RunId, counted: Counted) {
     }
 }
 
-/// Counts `state` for the run of a message, if it has one. A count that fails is logged:
-/// the work itself is done and stored, and the run stays incomplete rather than wrong.
+/// Counts `state` for the run of a message, if it has one. A count that fails is an
+/// error for the caller to retry the message with (the work itself is stored, so the
+/// retry finds it held and counts it then).
 pub async fn mark_run(
     deps: &Deps,
     run: Option<&RunId>,
     id: &str,
     state: IdState,
     change: Option<&ChangeLine>,
-) {
-    let Some(run) = run else { return };
-    match deps.runs.mark(run, id, state, change).await {
-        Ok(counted) => after_count(deps, run, counted).await,
-        Err(e) => tracing::warn!(run = %run, error = %e, "run not counted"),
+) -> Result<(), JobError> {
+    let Some(run) = run else { return Ok(()) };
+    let counted = deps
+        .runs
+        .mark(run, id, state, change)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    after_count(deps, run, counted).await;
+    Ok(())
+}
+
+/// [`mark_run`] where a failure can only be logged (the message's fate is decided).
+pub async fn mark_run_logged(deps: &Deps, run: Option<&RunId>, id: &str, state: IdState) {
+    if let Err(e) = mark_run(deps, run, id, state, None).await {
+        tracing::warn!(error = %e, "run not counted");
     }
 }
 
@@ -301,8 +319,9 @@ pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) ->
         )
     {
         tracing::info!("detail: held unchanged; not fetched");
-        mark_run(deps, msg.run.as_ref(), id, IdState::Skipped, None).await;
-        return Ok(IdState::Skipped);
+        let (state, change) = stored_by_this_run(deps, msg, &key).await;
+        mark_run(deps, msg.run.as_ref(), id, state, change.as_ref()).await?;
+        return Ok(state);
     }
     let first_seen_ms = held
         .as_ref()
@@ -381,7 +400,7 @@ pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) ->
                 content_hash: Some(envelope.content_hash.clone()),
                 at: envelope.fetched_at.clone(),
             });
-            mark_run(deps, msg.run.as_ref(), id, state, change.as_ref()).await;
+            mark_run(deps, msg.run.as_ref(), id, state, change.as_ref()).await?;
             Ok(state)
         }
         Err(LawError::NotFound) => {
@@ -425,10 +444,42 @@ pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) ->
                 content_hash: None,
                 at: marker.checked_at.clone(),
             });
-            mark_run(deps, msg.run.as_ref(), id, IdState::Missing, change.as_ref()).await;
+            mark_run(deps, msg.run.as_ref(), id, IdState::Missing, change.as_ref()).await?;
             Ok(IdState::Missing)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What a held precedent counts as in this message's run: skipped, unless this run's own
+/// earlier delivery stored it and its count was lost (the store answered, Redis did not):
+/// then it counts as added, with its feed line, so the feed misses nothing.
+async fn stored_by_this_run(deps: &Deps, msg: &DetailMessage, key: &str) -> (IdState, Option<ChangeLine>) {
+    let Some(run) = &msg.run else {
+        return (IdState::Skipped, None);
+    };
+    let envelope = match deps.docs.get(key).await {
+        Ok(Some(body)) => serde_json::from_slice::<Envelope>(&body).ok(),
+        _ => None,
+    };
+    match envelope {
+        Some(e) if e.run_id.as_deref() == Some(run.as_str()) => {
+            let decided = e
+                .listing
+                .as_ref()
+                .and_then(|l| l.decided_on.as_deref())
+                .and_then(normalize_date);
+            let line = ChangeLine {
+                id: e.id.clone(),
+                change: IdState::Added.as_str().to_owned(),
+                key: key.to_owned(),
+                decided_on: decided,
+                content_hash: Some(e.content_hash.clone()),
+                at: e.fetched_at.clone(),
+            };
+            (IdState::Added, Some(line))
+        }
+        _ => (IdState::Skipped, None),
     }
 }
 
@@ -617,7 +668,7 @@ pub async fn job_buried(deps: &Deps, job: &Job) {
     match &job.kind {
         JobKind::Detail => {
             if let Ok(msg) = serde_json::from_value::<DetailMessage>(job.payload.clone()) {
-                mark_run(deps, msg.run.as_ref(), &msg.id, IdState::Dead, None).await;
+                mark_run_logged(deps, msg.run.as_ref(), &msg.id, IdState::Dead).await;
             }
         }
         JobKind::Search => {

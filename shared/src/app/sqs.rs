@@ -304,7 +304,7 @@ async fn handle_one(
                         MessageFate::Done | MessageFate::ReturnToSqs => None,
                     };
                     if let Some(state) = state {
-                        jobs::mark_run(deps, msg.run.as_ref(), &msg.id, state, None).await;
+                        jobs::mark_run_logged(deps, msg.run.as_ref(), &msg.id, state).await;
                     }
                     Handled::Valid(fate)
                 }

@@ -85,6 +85,9 @@ impl Held {
     }
 }
 
+/// What is held, with its decision date (`YYYYMMDD`) when known.
+pub type HeldOn = (Held, Option<String>);
+
 /// Why a hit is fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -192,9 +195,9 @@ impl HeldIndex {
         if unknown.is_empty() {
             return Ok(out);
         }
-        let found: Vec<(usize, Result<Option<(Held, Option<String>)>, DocError>)> =
+        let found: Vec<(usize, Result<Option<HeldOn>, DocError>)> =
             futures::stream::iter(unknown)
-                .map(|i| async move { (i, self.from_store(ids[i]).await) })
+                .map(|i| async move { (i, self.in_store(ids[i]).await) })
                 .buffer_unordered(HELD_STORE_LOOKUPS_IN_FLIGHT)
                 .collect()
                 .await;
@@ -211,7 +214,7 @@ impl HeldIndex {
 
     /// The store's answer for one id: its envelope, else its missing marker, else
     /// nothing; with its decision date when the stored listing gives one.
-    async fn from_store(&self, id: &str) -> Result<Option<(Held, Option<String>)>, DocError> {
+    async fn in_store(&self, id: &str) -> Result<Option<HeldOn>, DocError> {
         for key in [layout::precedent(id)?, layout::missing(id)?] {
             if let Some(body) = self.docs.get(&key).await? {
                 // A body that is neither shape is held with no listing: the next listing is

@@ -183,6 +183,9 @@ pub struct RunStatus {
     pub hits_without_id: u64,
     pub ids_seen: u64,
     pub counts: BTreeMap<String, i64>,
+    /// Per part (window): `totalCnt` as its first page reported it, and the ids (and hits
+    /// without id) its pages listed.
+    pub part_totals: BTreeMap<String, (u64, u64)>,
 }
 
 impl RunStatus {
@@ -226,23 +229,25 @@ impl RunStatus {
         (rate, eta.or(self.completed_ms.map(|_| Duration::ZERO)))
     }
 
-    /// What the counts say is wrong, in words; empty for a clean run.
+    /// What the counts say is wrong, in words; empty for a clean run. `totalCnt` is
+    /// compared per window (windows may overlap: the daily run's whole-list read lists
+    /// again what its months listed).
     pub fn discrepancies(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let listed = self.ids_seen + self.hits_without_id;
-        if self.pages_dead == 0 && self.total_cnt != listed {
+        for (part, (total, listed)) in &self.part_totals {
+            if part.starts_with("probe:") || total == listed {
+                continue;
+            }
             out.push(format!(
-                "law.go.kr reported totalCnt {} and {} ids were listed{}",
-                self.total_cnt,
-                self.ids_seen,
-                if self.hits_without_id > 0 {
-                    format!(" (and {} hits without an id)", self.hits_without_id)
+                "window {part}: law.go.kr reported totalCnt {total} and its pages listed {listed}{}",
+                if self.pages_dead > 0 {
+                    " (a page was dead-lettered)"
                 } else {
-                    String::new()
+                    ""
                 }
             ));
         }
-        if self.hits_without_id > 0 && self.total_cnt == listed {
+        if self.hits_without_id > 0 {
             out.push(format!(
                 "{} hits had no 판례일련번호 and could not be fetched",
                 self.hits_without_id
@@ -317,6 +322,8 @@ pub enum RunError {
     Store(#[from] DocError),
     #[error("run {0}: Redis holds a field that is not what a run stores ({1})")]
     Corrupt(RunId, &'static str),
+    #[error("run {0}: a run reads at least one window")]
+    NoParts(RunId),
 }
 
 /// Whether a page or mark was counted.
@@ -343,8 +350,8 @@ pub struct PageCount<'a> {
     pub total: u64,
     pub without_id: u32,
     pub dead: bool,
-    /// Windows this page adds to the run (a probe that found one to read).
-    pub spawn: u32,
+    /// Windows this page adds to those the run waits for (a probe that found one to read).
+    pub spawn: &'a [String],
     /// For a month probe, the hits it found not held.
     pub probe_unheld: Option<u64>,
     pub ids: &'a [(&'a str, IdState)],
@@ -369,8 +376,9 @@ impl Runs {
         self.ns.run(run.as_str())
     }
 
-    /// Starts counting `run` (idempotent): `true` when this call opened it. `probes`: the
-    /// month probes it starts with (each a part), after which a whole-list probe follows.
+    /// Starts counting `run` (idempotent): `true` when this call opened it. It waits for
+    /// the parts `plan.windows` names; `probes`: the month probes among them (the daily
+    /// run's), after which the whole-list probe is sent.
     pub async fn open(
         &self,
         run: &RunId,
@@ -378,16 +386,20 @@ impl Runs {
         probes: u32,
         now_ms: u64,
     ) -> Result<bool, RunError> {
-        let parts = plan.windows.len().max(1);
+        if plan.windows.is_empty() {
+            return Err(RunError::NoParts(run.clone()));
+        }
         let meta = serde_json::to_string(plan).unwrap_or_default();
-        let opened: i64 = lua::RUN_OPEN
-            .prepare(&self.keys(run))
-            .arg(run.as_str())
+        let mut call = lua::RUN_OPEN.prepare(&self.keys(run));
+        call.arg(run.as_str())
             .arg(now_ms)
-            .arg(parts)
-            .arg(meta)
             .arg(RUN_KEYS_TTL.as_millis() as u64)
-            .arg(probes)
+            .arg(meta)
+            .arg(probes);
+        for part in &plan.windows {
+            call.arg(part);
+        }
+        let opened: i64 = call
             .invoke_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
@@ -405,8 +417,11 @@ impl Runs {
             .arg(c.without_id)
             .arg(if c.dead { "1" } else { "0" })
             .arg(crate::clock::now_millis())
-            .arg(c.spawn)
-            .arg(c.probe_unheld.map_or(-1, |n| n as i64));
+            .arg(c.probe_unheld.map_or(0, |n| n.saturating_add(1)))
+            .arg(c.spawn.len());
+        for part in c.spawn {
+            call.arg(part.as_str());
+        }
         for (id, state) in c.ids {
             call.arg(*id).arg(state.as_str());
         }
@@ -464,7 +479,18 @@ impl Runs {
             fields.get(name).map(|_| num(name)).transpose()
         };
         let mut counts = BTreeMap::new();
+        let mut part_totals: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         for (k, v) in &fields {
+            let whole = || {
+                v.parse::<i64>()
+                    .map(|n| n.max(0) as u64)
+                    .map_err(|_| RunError::Corrupt(run.clone(), "a part's count"))
+            };
+            if let Some(part) = k.strip_prefix("total:") {
+                part_totals.entry(part.to_owned()).or_default().0 = whole()?;
+            } else if let Some(part) = k.strip_prefix("listed:") {
+                part_totals.entry(part.to_owned()).or_default().1 = whole()?;
+            }
             if let Some(state) = k.strip_prefix("n:") {
                 let n = v
                     .parse::<i64>()
@@ -488,6 +514,7 @@ impl Runs {
             hits_without_id: num("withoutId")?,
             ids_seen: num("seen")?,
             counts,
+            part_totals,
         }))
     }
 
@@ -539,6 +566,16 @@ impl Runs {
     ) -> Result<Option<RunRecord>, RunError> {
         let keys = self.keys(run);
         let Some(status) = self.status(run).await? else {
+            // Its keys expired: it leaves the owed set.
+            let _: i64 = lua::RUN_RECORDED
+                .prepare(&keys)
+                .arg(run.as_str())
+                .arg(crate::clock::now_millis())
+                .arg("0")
+                .arg(RUN_KEYS_TTL.as_millis() as u64)
+                .invoke_async(&mut self.redis.clone())
+                .await
+                .map_err(RedisFailure::from)?;
             return Ok(None);
         };
         let lines: BTreeMap<String, String> = redis::cmd("HGETALL")
@@ -547,17 +584,16 @@ impl Runs {
             .await
             .map_err(RedisFailure::from)?;
         let now = crate::clock::now_millis();
-        let day = crate::clock::utc_day(status.completed_ms.unwrap_or(now));
-        let files_before: u64 = redis::cmd("HGET")
+        let mut feed: Vec<String> = redis::cmd("HGET")
             .arg(&keys.run)
-            .arg("feedFiles")
-            .query_async::<Option<u64>>(&mut self.redis.clone())
+            .arg("feed")
+            .query_async::<Option<String>>(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?
-            .unwrap_or(0);
-        let mut feed: Vec<String> = (0..files_before).map(|n| feed_key(&day, run, n)).collect();
+            .and_then(|f| serde_json::from_str(&f).ok())
+            .unwrap_or_default();
         if !lines.is_empty() {
-            let key = feed_key(&day, run, files_before);
+            let key = feed_key(now, run);
             let mut body = String::new();
             for line in lines.values() {
                 body.push_str(line);
@@ -565,6 +601,13 @@ impl Runs {
             }
             docs.put(&key, body.as_bytes()).await?;
             feed.push(key);
+            let _: () = redis::cmd("HSET")
+                .arg(&keys.run)
+                .arg("feed")
+                .arg(serde_json::to_string(&feed).unwrap_or_default())
+                .query_async(&mut self.redis.clone())
+                .await
+                .map_err(RedisFailure::from)?;
         }
         let discrepancies = status.discrepancies();
         let record = RunRecord {
@@ -677,14 +720,13 @@ fn counted_from(counted: i64, flag: i64) -> Counted {
     }
 }
 
-/// `changes/{day}/{run}.jsonl`, then `{run}.2.jsonl`, ... for lines settled after the run
-/// was first recorded (a redriven dead letter).
-fn feed_key(day: &str, run: &RunId, n: u64) -> String {
-    if n == 0 {
-        format!("{}{day}/{run}.jsonl", layout::CHANGES.path)
-    } else {
-        format!("{}{day}/{run}.{}.jsonl", layout::CHANGES.path, n + 1)
-    }
+/// `changes/{YYYY-MM-DD}/{HHMMSSmmm}-{run}.jsonl`, by the time it is written (UTC): keys
+/// sort in the order files were written, so a consumer that remembers the last key it read
+/// finds every later file after it, a late file of an old run included.
+fn feed_key(now_ms: u64, run: &RunId) -> String {
+    let t = crate::clock::rfc3339_millis(now_ms);
+    let clock: String = t[11..23].chars().filter(char::is_ascii_digit).collect();
+    format!("{}{}/{clock}-{run}.jsonl", layout::CHANGES.path, &t[..10])
 }
 
 #[cfg(test)]
@@ -730,12 +772,34 @@ mod tests {
             hits_without_id: 0,
             ids_seen: 412,
             counts: BTreeMap::new(),
+            part_totals: [
+                ("20260101~20260131".to_owned(), (412, 412)),
+                ("probe:all".to_owned(), (0, 0)),
+            ]
+            .into(),
         };
         assert!(s.discrepancies().is_empty());
-        s.ids_seen = 410;
+        s.part_totals.insert("20260101~20260131".into(), (412, 410));
         s.counts.insert("dead".into(), 2);
         let d = s.discrepancies();
-        assert!(d[0].contains("totalCnt 412 and 410 ids"), "{d:?}");
+        assert!(
+            d[0].contains(
+                "window 20260101~20260131: law.go.kr reported totalCnt 412 and its pages listed 410"
+            ),
+            "{d:?}"
+        );
         assert!(d[1].contains("2 ids were dead-lettered"), "{d:?}");
+    }
+
+    #[test]
+    fn feed_files_sort_in_the_order_they_were_written() {
+        let run = RunId::parse("r").expect("id");
+        assert_eq!(
+            feed_key(1_764_615_600_123, &run),
+            "changes/2025-12-01/190000123-r.jsonl"
+        );
+        assert!(
+            feed_key(1_764_615_600_123, &run) < feed_key(1_764_615_600_124, &RunId::parse("a").expect("id"))
+        );
     }
 }

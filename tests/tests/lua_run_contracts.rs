@@ -1,0 +1,450 @@
+//! The sync-run scripts (`run_open`, `run_page`, `run_mark`, `run_recorded`) called
+//! directly with the ARGV their contracts document, on real Redis (standalone and
+//! cluster): counts exact under repeats and any order, completion once and never early,
+//! feed lines never lost, and every refusal writing nothing. Each case is one an
+//! adversarial review of the first version broke.
+
+use lawsync::RedisConn;
+use lawsync::keys::RunKeys;
+use lawsync::lua::{self, LuaScript};
+use lawsync_tests::servers::{Topology, unique_ns};
+
+const TTL: &str = "86400000";
+
+struct Run {
+    conn: RedisConn,
+    k: RunKeys,
+    id: String,
+}
+
+impl Run {
+    async fn new(topo: Topology) -> Self {
+        let id = "r1".to_owned();
+        Self {
+            conn: topo.connect().await,
+            k: unique_ns("luarun").run(&id),
+            id,
+        }
+    }
+
+    async fn call<T: redis::FromRedisValue>(
+        &mut self,
+        s: &LuaScript,
+        args: &[&str],
+    ) -> redis::RedisResult<T> {
+        let mut call = s.prepare(&self.k);
+        for a in args {
+            call.arg(*a);
+        }
+        call.invoke_async(&mut self.conn).await
+    }
+
+    async fn open(&mut self, probes: &str, parts: &[&str]) -> i64 {
+        let id = self.id.clone();
+        let mut args = vec![id.as_str(), "1000", TTL, "{}", probes];
+        args.extend_from_slice(parts);
+        self.call(&lua::RUN_OPEN, &args).await.expect("open")
+    }
+
+    /// run_page of a plain window page: (counted, completed, probes_left).
+    async fn page(
+        &mut self,
+        part: &str,
+        page: &str,
+        last: bool,
+        total: &str,
+        ids: &[(&str, &str)],
+    ) -> (i64, i64, i64) {
+        self.page_full(part, page, last, total, "0", &[], ids)
+            .await
+            .expect("page")
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn page_full(
+        &mut self,
+        part: &str,
+        page: &str,
+        last: bool,
+        total: &str,
+        probe: &str,
+        spawn: &[&str],
+        ids: &[(&str, &str)],
+    ) -> redis::RedisResult<(i64, i64, i64)> {
+        let id = self.id.clone();
+        let n = spawn.len().to_string();
+        let mut args = vec![
+            id.as_str(),
+            part,
+            page,
+            if last { "1" } else { "0" },
+            total,
+            "0",
+            "0",
+            "2000",
+            probe,
+            n.as_str(),
+        ];
+        args.extend_from_slice(spawn);
+        for (i, s) in ids {
+            args.push(i);
+            args.push(s);
+        }
+        self.call(&lua::RUN_PAGE, &args).await
+    }
+
+    async fn mark(&mut self, id: &str, state: &str, line: &str) -> (i64, i64) {
+        let run = self.id.clone();
+        self.call(&lua::RUN_MARK, &[&run, id, state, "3000", line])
+            .await
+            .expect("mark")
+    }
+
+    async fn field(&mut self, f: &str) -> Option<String> {
+        redis::cmd("HGET")
+            .arg(&self.k.run)
+            .arg(f)
+            .query_async(&mut self.conn)
+            .await
+            .expect("hget")
+    }
+
+    async fn n(&mut self, state: &str) -> i64 {
+        self.field(&format!("n:{state}"))
+            .await
+            .map_or(0, |v| v.parse().expect("count"))
+    }
+}
+
+async fn each_topology(f: impl AsyncFn(Topology)) {
+    for topo in [Topology::Standalone, Topology::Cluster] {
+        f(topo).await;
+    }
+}
+
+#[tokio::test]
+async fn repeats_and_any_order_count_once() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        assert_eq!(r.open("0", &["w"]).await, 1);
+        assert_eq!(r.open("0", &["w"]).await, 0, "a repeated start changes nothing");
+        // A detail's outcome before its page is counted.
+        assert_eq!(r.mark("b", "added", "{\"id\":\"b\"}").await, (1, 0));
+        assert_eq!(
+            r.page("w", "1", false, "3", &[("a", "sent"), ("b", "sent")])
+                .await,
+            (1, 0, -1)
+        );
+        assert_eq!(
+            r.page("w", "1", false, "3", &[("a", "sent"), ("b", "sent")])
+                .await,
+            (0, 0, -1),
+            "a repeated page"
+        );
+        assert_eq!(r.mark("a", "parked", "").await, (1, 0));
+        assert_eq!(r.mark("a", "parked", "").await, (0, 0), "a repeated outcome");
+        assert_eq!(r.page("w", "2", true, "3", &[("c", "skipped")]).await, (1, 0, -1));
+        assert_eq!(
+            r.mark("a", "added", "{\"id\":\"a\"}").await,
+            (1, 1),
+            "the last outcome completes it"
+        );
+        assert_eq!(
+            r.mark("a", "parked", "").await,
+            (0, 0),
+            "an outcome never moves back"
+        );
+        assert_eq!(r.field("seen").await.as_deref(), Some("3"));
+        assert_eq!(
+            (
+                r.n("added").await,
+                r.n("skipped").await,
+                r.n("sent").await,
+                r.n("parked").await
+            ),
+            (2, 1, 0, 0)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_skip_seen_by_another_page_never_hides_the_fetch_and_its_line() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["m", "all"]).await;
+        r.page("m", "1", true, "1", &[("x", "sent")]).await;
+        // The whole list lists x after its detail stored it, before the detail's count.
+        assert_eq!(r.page("all", "1", true, "1", &[("x", "skipped")]).await.0, 1);
+        let line = r#"{"id":"x","change":"added"}"#;
+        let (moved, record) = r.mark("x", "added", line).await;
+        assert_eq!(moved, 1, "added outranks skipped");
+        assert_eq!(record, 1, "the run's record is owed (again) with the line");
+        let kept: Option<String> = redis::cmd("HGET")
+            .arg(&r.k.changes)
+            .arg("x")
+            .query_async(&mut r.conn)
+            .await
+            .expect("hget");
+        assert_eq!(kept.as_deref(), Some(line));
+        assert_eq!(r.n("added").await, 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_window_is_finished_only_when_every_page_to_its_last_is_counted() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["w"]).await;
+        r.page("w", "1", false, "250", &[]).await;
+        r.page("w", "4", true, "0", &[]).await;
+        assert_eq!(
+            r.page("w", "3", true, "0", &[]).await,
+            (1, 0, -1),
+            "page 2 was never counted"
+        );
+        assert_eq!(
+            r.field("last:w").await.as_deref(),
+            Some("3"),
+            "the smallest last page holds"
+        );
+        assert_eq!(
+            r.page("w", "2", false, "0", &[]).await,
+            (1, 1, -1),
+            "now every page to the last is in"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_daily_run_waits_for_the_whole_list_probe_however_its_months_are_retried() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("2", &["probe:a", "probe:b", "probe:all"]).await;
+        // Month a found a window to read and adds it before counting itself.
+        assert_eq!(
+            r.page_full("probe:a", "1", true, "0", "4", &["a"], &[])
+                .await
+                .expect("probe"),
+            (1, 0, 1)
+        );
+        // A window read before the probe that sent it was counted (its count was retried
+        // and decided not to spawn): the run does not wait for it, nor finish by it.
+        r.page("z", "1", true, "1", &[("z1", "skipped")]).await;
+        assert_eq!(
+            r.page_full("probe:b", "1", true, "0", "1", &[], &[])
+                .await
+                .expect("probe"),
+            (1, 0, 0),
+            "the last month probe"
+        );
+        assert_eq!(r.field("unheldProbed").await.as_deref(), Some("3"));
+        r.page("a", "1", true, "1", &[("a1", "skipped")]).await;
+        assert!(
+            r.field("completed").await.is_none(),
+            "the whole-list probe has not answered"
+        );
+        assert_eq!(
+            r.page_full("probe:all", "1", true, "0", "0", &[], &[])
+                .await
+                .expect("probe"),
+            (1, 1, -1)
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn refusals_write_nothing() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["w"]).await;
+        let run = r.id.clone();
+        for args in [
+            vec![run.as_str(), "w", "1.5", "0", "1", "0", "0", "2000", "0", "0"],
+            vec![run.as_str(), "w", "1", "yes", "1", "0", "0", "2000", "0", "0"],
+            vec![run.as_str(), "w", "1", "0", "1e20", "0", "0", "2000", "0", "0"],
+            vec![run.as_str(), "w", "1", "0", "1", "0.5", "0", "2000", "0", "0"],
+            vec![run.as_str(), "w", "1", "0", "1", "0", "0", "nan", "0", "0"],
+            vec![
+                run.as_str(),
+                "w",
+                "1",
+                "0",
+                "1",
+                "0",
+                "0",
+                "2000",
+                "0",
+                "2",
+                "only-one",
+            ],
+            vec![
+                run.as_str(),
+                "w",
+                "1",
+                "0",
+                "1",
+                "0",
+                "0",
+                "2000",
+                "0",
+                "0",
+                "x",
+                "fetched",
+            ],
+        ] {
+            let e = r
+                .call::<(i64, i64, i64)>(&lua::RUN_PAGE, &args)
+                .await
+                .expect_err("refused");
+            assert!(e.to_string().contains("BADARG"), "{args:?}: {e}");
+        }
+        // A stored state that is not one: CORRUPT, and the page is not counted.
+        let _: () = redis::cmd("HSET")
+            .arg(&r.k.ids)
+            .arg("x")
+            .arg("bogus")
+            .query_async(&mut r.conn)
+            .await
+            .expect("hset");
+        let e = r
+            .page_full("w", "1", true, "1", "0", &[], &[("x", "sent")])
+            .await
+            .expect_err("corrupt");
+        assert!(e.to_string().contains("CORRUPT"), "{e}");
+        let pages: i64 = redis::cmd("SCARD")
+            .arg(&r.k.pages)
+            .query_async(&mut r.conn)
+            .await
+            .expect("scard");
+        assert_eq!(pages, 0, "nothing was counted");
+        let e = r
+            .call::<(i64, i64)>(&lua::RUN_MARK, &[&run, "x", "added", "3000", ""])
+            .await
+            .expect_err("corrupt");
+        assert!(e.to_string().contains("CORRUPT"), "{e}");
+        // A key of another type.
+        let _: () = redis::cmd("DEL")
+            .arg(&r.k.ids)
+            .query_async(&mut r.conn)
+            .await
+            .expect("del");
+        let _: () = redis::cmd("SET")
+            .arg(&r.k.changes)
+            .arg("x")
+            .query_async(&mut r.conn)
+            .await
+            .expect("set");
+        let e = r
+            .call::<(i64, i64)>(&lua::RUN_MARK, &[&run, "x", "added", "3000", "line"])
+            .await
+            .expect_err("wrong type");
+        assert!(
+            e.to_string().contains("CORRUPT") && e.to_string().contains("is a string, not a hash"),
+            "{e}"
+        );
+        assert!(
+            r.field("seen").await.as_deref() == Some("0"),
+            "the state did not move"
+        );
+        // Opening with bad numbers or no part.
+        let mut fresh = Run::new(topo).await;
+        let id = fresh.id.clone();
+        for args in [
+            vec![id.as_str(), "1000", "1.5", "{}", "0", "w"],
+            vec![id.as_str(), "1000", TTL, "{}", "0"],
+            vec![id.as_str(), "nan", TTL, "{}", "0", "w"],
+        ] {
+            let e = fresh
+                .call::<i64>(&lua::RUN_OPEN, &args)
+                .await
+                .expect_err("refused");
+            assert!(e.to_string().contains("BADARG"), "{args:?}: {e}");
+        }
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&fresh.k.run)
+            .query_async(&mut fresh.conn)
+            .await
+            .expect("exists");
+        assert_eq!(exists, 0, "a refused open writes nothing");
+        // Recording a run that is gone creates nothing and leaves the owed set.
+        let _: () = redis::cmd("SADD")
+            .arg(&fresh.k.unrecorded)
+            .arg(&id)
+            .query_async(&mut fresh.conn)
+            .await
+            .expect("sadd");
+        let gone: i64 = fresh
+            .call(&lua::RUN_RECORDED, &[&id, "5000", "1", TTL])
+            .await
+            .expect("recorded");
+        assert_eq!(gone, -1);
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&fresh.k.run)
+            .arg(&fresh.k.alerts)
+            .arg(&fresh.k.unrecorded)
+            .query_async(&mut fresh.conn)
+            .await
+            .expect("exists");
+        assert_eq!(exists, 0, "no stub run, no alert, not owed");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_record_deletes_only_the_lines_it_wrote_and_owes_one_alert() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["w"]).await;
+        r.page("w", "1", true, "2", &[("a", "sent"), ("b", "sent")]).await;
+        r.mark("a", "added", "A1").await;
+        assert_eq!(r.mark("b", "dead", "").await, (1, 1));
+        let run = r.id.clone();
+        // Between reading the lines and writing them, b is redriven and stored.
+        r.mark("b", "added", "B1").await;
+        let files: i64 = r
+            .call(
+                &lua::RUN_RECORDED,
+                &[&run, "4000", "1", TTL, "a", "A1", "b", "OLD"],
+            )
+            .await
+            .expect("recorded");
+        assert_eq!(files, 1);
+        let left: Vec<String> = redis::cmd("HKEYS")
+            .arg(&r.k.changes)
+            .query_async(&mut r.conn)
+            .await
+            .expect("hkeys");
+        assert_eq!(left, ["b"], "a line that changed since it was read stays");
+        let owed: i64 = redis::cmd("SISMEMBER")
+            .arg(&r.k.unrecorded)
+            .arg(&run)
+            .query_async(&mut r.conn)
+            .await
+            .expect("owed");
+        assert_eq!(owed, 1, "still owed: a line is left");
+        let files: i64 = r
+            .call(&lua::RUN_RECORDED, &[&run, "5000", "1", TTL, "b", "B1"])
+            .await
+            .expect("recorded");
+        assert_eq!(files, 2);
+        let alerts: i64 = redis::cmd("SCARD")
+            .arg(&r.k.alerts)
+            .query_async(&mut r.conn)
+            .await
+            .expect("alerts");
+        assert_eq!(alerts, 1, "one alert for the run, however often it is recorded");
+        for key in [&r.k.run, &r.k.ids, &r.k.pages, &r.k.parts] {
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(key)
+                .query_async(&mut r.conn)
+                .await
+                .expect("pttl");
+            assert!(ttl > 0, "{key} lives as long as the run");
+        }
+    })
+    .await;
+}
