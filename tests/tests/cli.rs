@@ -246,11 +246,62 @@ async fn sync_sends_a_search_message_and_the_drainer_runs_a_pass() {
         bodies,
         [json!({ "from": "20260101", "to": "20260131", "query": "손해배상", "run": run })]
     );
+    // The run is open before its first page is read, and `sync status` shows it.
+    let (ok, stdout, stderr) = lawsync(&env, &["sync", "status", &run, "--json"], "").await;
+    assert!(ok, "{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(status[0]["status"]["runId"], run.as_str(), "{status}");
+    assert_eq!(status[0]["complete"], false);
+    assert_eq!(
+        status[0]["status"]["plan"]["windows"],
+        json!(["20260101~20260131~손해배상"])
+    );
+    let (ok, text, stderr) = lawsync(&env, &["sync", "status"], "").await;
+    assert!(ok, "{stderr}");
+    assert!(
+        text.contains(&run) && text.contains("running") && text.contains("[---"),
+        "{text}"
+    );
     let (ok, stdout, stderr) = lawsync(&env, &["invoke", "drainer", "--json"], "").await;
     assert!(ok, "{stderr}");
     let report: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(report["status"], "ran", "{report}");
     assert_eq!(report["passes"][0]["claimed"], 0, "{report}");
+}
+
+#[tokio::test]
+async fn sync_names_what_is_wrong_with_its_flags() {
+    let up = Upstream::start(vec![], Reply::status(500)).await;
+    let env = env(&up, true);
+    for (args, exit, says) in [
+        (
+            &["sync"][..],
+            2,
+            "say which: --from YYYYMMDD --to YYYYMMDD, or --all",
+        ),
+        (&["sync", "--from", "20260101"][..], 2, "say which"),
+        (
+            &["sync", "--all", "--from", "20260101"][..],
+            2,
+            "cannot be used with",
+        ),
+        (
+            &["sync", "--from", "20260132", "--to", "20260201"][..],
+            2,
+            "from must be a date as YYYYMMDD",
+        ),
+        (&["sync", "status", "a/b"][..], 2, "run id must be 1-64 of"),
+        (
+            &["sync", "status", "sync-19990101T000000Z-0000"][..],
+            1,
+            "no run sync-19990101T000000Z-0000",
+        ),
+    ] {
+        let (code, _, stderr) = lawsync_exit(&env, args, "").await;
+        assert_eq!(code, Some(exit), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains(OC), "the key in an error");
+    }
 }
 
 /// The acceptance run: four `lawsync invoke detail` processes at once, five ids each,

@@ -277,6 +277,7 @@ async fn a_clean_run_completes_with_exact_counts_under_duplicate_deliveries() {
 
 #[tokio::test]
 async fn parked_and_dead_ids_keep_a_run_open_then_it_completes_with_the_discrepancy_and_one_alert() {
+    let logs = lawsync_tests::capture::capture_global();
     let rig = MirrorRig::start(Store::Bucket, 7, None).await;
     let (from, to) = ("20220103", "20220121");
     let (ids, _) = expected(&rig, from, to);
@@ -327,6 +328,105 @@ async fn parked_and_dead_ids_keep_a_run_open_then_it_completes_with_the_discrepa
     let alerts = rig.alerts.runs.lock().expect("alerts").clone();
     assert_eq!(alerts.len(), 1, "{alerts:?}");
     assert_eq!(alerts[0].run_id, run);
+    // What Slack would be sent, the record, the feed and the logs: no key.
+    let hook = lawsync::alert::SlackWebhook::new(
+        lawsync::Secret::new("https://hooks.invalid/x"),
+        Some(lawsync::Secret::new(&rig.oc)),
+    )
+    .expect("hook");
+    let text = hook.runs_message("test", &alerts)["text"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+    assert!(
+        text.contains(run.as_str()) && text.contains("dead-lettered"),
+        "{text}"
+    );
+    let mut everything = text;
+    for key in rig.keys("").await {
+        everything.push_str(&rig.text(&key).await);
+    }
+    everything.push_str(&logs.text());
+    lawsync_tests::leaks::assert_nowhere("alerts, the store and the logs", &everything, &[&rig.oc]);
+}
+
+#[test]
+fn every_new_message_field_rejects_bad_input_by_name() {
+    use lawsync::app::sqs::{MessageKind, parse_message};
+    let detail = |body: &str| {
+        parse_message(MessageKind::Detail, body)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let search = |body: &str| {
+        parse_message(MessageKind::Search, body)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let listing = r#""listing":{"판례일련번호":"123","사건명":"사기"}"#;
+    detail(&format!(
+        r#"{{"id":"123","run":"sync-1",{listing},"firstSeenAt":"2026-01-01T00:00:00.000Z","reason":"new"}}"#
+    ))
+    .expect("a run's detail message");
+    for (body, says) in [
+        (r#"{"id":"123","run":"a/b"}"#.to_owned(), "invalid message body"),
+        (
+            r#"{"id":"123","refresh":"yes"}"#.to_owned(),
+            "invalid message body",
+        ),
+        (
+            r#"{"id":"123","reason":"because"}"#.to_owned(),
+            "invalid message body",
+        ),
+        (
+            r#"{"id":"123","firstSeenAt":"yesterday"}"#.to_owned(),
+            "firstSeenAt must be an instant",
+        ),
+        (
+            r#"{"id":"124","listing":{"판례일련번호":"123"}}"#.to_owned(),
+            "listing.판례일련번호 must be the message's id",
+        ),
+        (
+            r#"{"id":"123","listing":{"사건명":"x"}}"#.to_owned(),
+            "invalid message body",
+        ),
+    ] {
+        let e = detail(&body).expect_err(&body);
+        assert!(e.contains(says), "{body}: {e}");
+    }
+    search(r#"{"schedule":"daily","at":"2026-12-01T19:00:00Z"}"#).expect("a daily firing");
+    search(r#"{"all":true,"run":"sweep-1","refresh":true}"#).expect("a sweep page");
+    for (body, says) in [
+        (
+            r#"{"schedule":"hourly","at":"2026-12-01T19:00:00Z"}"#,
+            "invalid message body",
+        ),
+        (
+            r#"{"schedule":"daily","at":"tomorrow"}"#,
+            "at must be an RFC 3339 instant",
+        ),
+        (r#"{"schedule":"daily"}"#, "invalid message body"),
+        (
+            r#"{"schedule":"daily","at":"2026-12-01T19:00:00Z","extra":1}"#,
+            "invalid message body",
+        ),
+        (
+            r#"{"all":true,"from":"20260101","to":"20260102"}"#,
+            "all reads the whole list",
+        ),
+        (r#"{"from":"20260101"}"#, "from and to are required"),
+        (
+            r#"{"from":"20260101","to":"20260102","run":"-x"}"#,
+            "invalid message body",
+        ),
+        (
+            r#"{"from":"20260101","to":"20260102","probe":"sometimes"}"#,
+            "invalid message body",
+        ),
+    ] {
+        let e = search(body).expect_err(body);
+        assert!(e.contains(says), "{body}: {e}");
+    }
 }
 
 #[tokio::test]

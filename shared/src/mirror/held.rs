@@ -195,12 +195,11 @@ impl HeldIndex {
         if unknown.is_empty() {
             return Ok(out);
         }
-        let found: Vec<(usize, Result<Option<HeldOn>, DocError>)> =
-            futures::stream::iter(unknown)
-                .map(|i| async move { (i, self.in_store(ids[i]).await) })
-                .buffer_unordered(HELD_STORE_LOOKUPS_IN_FLIGHT)
-                .collect()
-                .await;
+        let found: Vec<(usize, Result<Option<HeldOn>, DocError>)> = futures::stream::iter(unknown)
+            .map(|i| async move { (i, self.in_store(ids[i]).await) })
+            .buffer_unordered(HELD_STORE_LOOKUPS_IN_FLIGHT)
+            .collect()
+            .await;
         let mut warm = Vec::new();
         for (i, held) in found {
             if let Some((h, decided)) = held? {

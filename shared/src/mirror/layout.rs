@@ -42,7 +42,8 @@ pub const RUNS: Prefix = Prefix {
     write: true,
     list: true,
 };
-/// `changes/{YYYY-MM-DD}/{run id}.jsonl`: the increment feed, one file per finished run.
+/// `changes/{YYYY-MM-DD}/{HHMMSSmmm}-{run id}.jsonl`: the increment feed, a file per
+/// finished run (and per later record of it that adds lines), named by when it is written.
 pub const CHANGES: Prefix = Prefix {
     path: "changes/",
     read: false,

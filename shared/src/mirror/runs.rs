@@ -6,7 +6,7 @@
 //! A run is complete when every window it reads was read to its last page and every id is
 //! settled (skipped as held, stored, recorded missing, or dead-lettered). The call that
 //! completes it writes `runs/{run}.json` and the run's increment feed
-//! (`changes/{day}/{run}.jsonl`); one that fails leaves the run owed, and every drainer
+//! (`changes/{day}/{time}-{run}.jsonl`); one that fails leaves the run owed, and every drainer
 //! pass writes what is owed. A record that shows a discrepancy (law.go.kr's `totalCnt`
 //! against the ids seen, ids dead-lettered, pages never read) owes one alert, sent by the
 //! scheduled drainer.
