@@ -192,12 +192,11 @@ impl HeldIndex {
         if unknown.is_empty() {
             return Ok(out);
         }
-        let found: Vec<(usize, Result<Option<(Held, Option<String>)>, DocError>)> =
-            futures::stream::iter(unknown)
-                .map(|i| async move { (i, self.from_store(ids[i]).await) })
-                .buffer_unordered(HELD_STORE_LOOKUPS_IN_FLIGHT)
-                .collect()
-                .await;
+        let found: Vec<(usize, StoreAnswer)> = futures::stream::iter(unknown)
+            .map(|i| async move { (i, self.in_store(ids[i]).await) })
+            .buffer_unordered(HELD_STORE_LOOKUPS_IN_FLIGHT)
+            .collect()
+            .await;
         let mut warm = Vec::new();
         for (i, held) in found {
             if let Some((h, decided)) = held? {
@@ -211,7 +210,7 @@ impl HeldIndex {
 
     /// The store's answer for one id: its envelope, else its missing marker, else
     /// nothing; with its decision date when the stored listing gives one.
-    async fn from_store(&self, id: &str) -> Result<Option<(Held, Option<String>)>, DocError> {
+    async fn in_store(&self, id: &str) -> StoreAnswer {
         for key in [layout::precedent(id)?, layout::missing(id)?] {
             if let Some(body) = self.docs.get(&key).await? {
                 // A body that is neither shape is held with no listing: the next listing is
@@ -286,6 +285,9 @@ impl HeldIndex {
         ))
     }
 }
+
+/// What the store holds for one id, with its decision date; or why it could not say.
+type StoreAnswer = Result<Option<(Held, Option<String>)>, DocError>;
 
 /// The month bucket of a decision date: `YYYYMM`, or `undated`.
 pub fn month_of(decided: Option<&str>) -> String {
