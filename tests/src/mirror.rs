@@ -59,6 +59,46 @@ impl AlertSink for KeptAlerts {
     }
 }
 
+/// Where the rig's queues are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queues {
+    /// SQS on moto.
+    Sqs,
+    /// In memory: the same bodies, handed over in order, without moto's latency (tens of
+    /// ms a request on a shared server), for tests that move thousands of messages.
+    Memory,
+}
+
+/// Both queues in memory, as the functions' outbox.
+#[derive(Debug, Default)]
+pub struct MemoryQueues {
+    search: Mutex<std::collections::VecDeque<String>>,
+    detail: Mutex<std::collections::VecDeque<String>>,
+}
+
+impl MemoryQueues {
+    fn queue(&self, name: lawsync::app::outbox::QueueName) -> &Mutex<std::collections::VecDeque<String>> {
+        match name {
+            lawsync::app::outbox::QueueName::Search => &self.search,
+            lawsync::app::outbox::QueueName::Detail => &self.detail,
+        }
+    }
+}
+
+impl lawsync::app::outbox::Outbox for MemoryQueues {
+    fn send<'a>(
+        &'a self,
+        queue: lawsync::app::outbox::QueueName,
+        bodies: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<usize>, lawsync::app::outbox::OutboxError>> {
+        self.queue(queue)
+            .lock()
+            .expect("queue")
+            .extend(bodies.iter().cloned());
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+}
+
 /// The rig.
 #[allow(missing_debug_implementations)] // holds the look-alike and the handlers' Deps
 pub struct MirrorRig {
@@ -76,6 +116,20 @@ pub struct MirrorRig {
     pub oc: String,
     /// Every message body handled twice (at-least-once delivery).
     pub duplicate: bool,
+    /// The queues, when they are in memory.
+    pub memory: Option<Arc<MemoryQueues>>,
+}
+
+impl std::fmt::Debug for MirrorRig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorRig")
+            .field("env", &self.env)
+            .field("search_url", &self.search_url)
+            .field("detail_url", &self.detail_url)
+            .field("folder", &self.folder)
+            .field("duplicate", &self.duplicate)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a pump did.
@@ -88,6 +142,11 @@ pub struct Pumped {
 impl MirrorRig {
     /// A rig over a look-alike of `seed`, whose today is `today`.
     pub async fn start(store: Store, seed: u64, today: Option<&str>) -> Self {
+        Self::start_with(store, Queues::Sqs, seed, today).await
+    }
+
+    /// [`MirrorRig::start`] with the queues where `queues` says.
+    pub async fn start_with(store: Store, queues: Queues, seed: u64, today: Option<&str>) -> Self {
         let oc = crate::servers::unique_oc("oc-MIRROR");
         let mut cfg = LookalikeConfig::new(&oc);
         cfg.interval = None;
@@ -113,7 +172,11 @@ impl MirrorRig {
             .expect("config");
         let sdk = moto_sdk().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let [search_url, detail_url] = crate::servers::create_queues(&sqs, &env).await.expect("queues");
+        let memory = (queues == Queues::Memory).then(|| Arc::new(MemoryQueues::default()));
+        let [search_url, detail_url] = match memory {
+            Some(_) => ["memory:search".to_owned(), "memory:detail".to_owned()],
+            None => crate::servers::create_queues(&sqs, &env).await.expect("queues"),
+        };
         let ns = Namespace::new(&env, "law-go-kr").expect("ns");
         let conn = Topology::Standalone.connect().await;
         let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
@@ -140,11 +203,14 @@ impl MirrorRig {
                 (Arc::new(s3), Some((client, bucket)), None)
             }
         };
-        let outbox = Arc::new(SqsOutbox::new(
-            &sdk,
-            Some(search_url.clone()),
-            Some(detail_url.clone()),
-        ));
+        let outbox: Arc<dyn lawsync::app::outbox::Outbox> = match &memory {
+            Some(m) => m.clone(),
+            None => Arc::new(SqsOutbox::new(
+                &sdk,
+                Some(search_url.clone()),
+                Some(detail_url.clone()),
+            )),
+        };
         // Retries due in tenths of a second rather than the production 10 s.
         let queue = RetryQueue::new(conn, &ns)
             .with_secret(Secret::new(&oc))
@@ -167,6 +233,7 @@ impl MirrorRig {
             alerts: Arc::new(KeptAlerts::default()),
             oc,
             duplicate: false,
+            memory,
         }
     }
 
@@ -204,6 +271,11 @@ impl MirrorRig {
     }
 
     pub async fn send(&self, url: &str, body: &str) {
+        if let Some(m) = &self.memory {
+            let name = self.queue_name(url);
+            m.queue(name).lock().expect("queue").push_back(body.to_owned());
+            return;
+        }
         self.sqs
             .send_message()
             .queue_url(url)
@@ -213,7 +285,23 @@ impl MirrorRig {
             .expect("send");
     }
 
+    fn queue_name(&self, url: &str) -> lawsync::app::outbox::QueueName {
+        if url == self.search_url {
+            lawsync::app::outbox::QueueName::Search
+        } else {
+            lawsync::app::outbox::QueueName::Detail
+        }
+    }
+
     async fn receive(&self, url: &str) -> Vec<(String, String)> {
+        if let Some(m) = &self.memory {
+            let mut q = m.queue(self.queue_name(url)).lock().expect("queue");
+            let n = q.len().min(10);
+            return q
+                .drain(..n)
+                .map(|body| (format!("m-{}", rand_id()), body))
+                .collect();
+        }
         let out = self
             .sqs
             .receive_message()
@@ -223,18 +311,24 @@ impl MirrorRig {
             .await
             .expect("receive");
         let mut got = Vec::new();
-        for m in out.messages() {
+        let mut delete = self.sqs.delete_message_batch().queue_url(url);
+        for (i, m) in out.messages().iter().enumerate() {
             got.push((
                 m.message_id().expect("id").to_owned(),
                 m.body().expect("body").to_owned(),
             ));
-            self.sqs
-                .delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle().expect("handle"))
-                .send()
-                .await
-                .expect("delete");
+            delete = delete.entries(
+                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().expect("handle"))
+                    .build()
+                    .expect("entry"),
+            );
+        }
+        // One call for the batch: moto is the rig's bottleneck, and serves one at a time.
+        if !got.is_empty() {
+            let deleted = delete.send().await.expect("delete");
+            assert!(deleted.failed().is_empty(), "not deleted: {:?}", deleted.failed());
         }
         got
     }
@@ -388,6 +482,13 @@ impl MirrorRig {
     }
 }
 
+/// A message id for a body handed over from memory.
+fn rand_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
 /// An SQS event of `(message id, body)` records.
 pub fn event(records: &[(String, String)]) -> SqsEvent {
     let records: Vec<_> = records
@@ -403,6 +504,15 @@ pub fn event(records: &[(String, String)]) -> SqsEvent {
 pub struct Schemas {
     schemas: boon::Schemas,
     by_name: Vec<(&'static str, boon::SchemaIndex)>,
+}
+
+impl std::fmt::Debug for Schemas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.by_name.iter().map(|(n, _)| *n).collect();
+        f.debug_struct("Schemas")
+            .field("names", &names)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where the schemas are published (their `$id`s).

@@ -225,6 +225,9 @@ impl Lookalike {
         let st = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
+                // A reply is written as its head, then its body: with Nagle's algorithm
+                // the body waits for the client's delayed ACK of the head, 40 ms a call.
+                let _ = sock.set_nodelay(true);
                 tokio::spawn(serve(sock, st.clone()));
             }
         });
