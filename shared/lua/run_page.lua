@@ -13,7 +13,7 @@
           after which no page is read), else 0; ARGV[5] totalCnt as the page reported it;
           ARGV[6] hits without an id; ARGV[7] 1 when the page is dead (never read), else 0;
           ARGV[8] now (ms); ARGV[9] for a month probe of the daily schedule, 1 + the hits it
-          found not held, else 0; ARGV[10] how many parts this page adds (a probe that
+          found not held, else 0 (a probe's totalCnt is summed apart, in probedTotal); ARGV[10] how many parts this page adds (a probe that
           found a window to read: the run waits for it, added before the probe counts
           itself done, so the run cannot complete in between); ARGV[11 .. 10+n] those
           parts' names; then pairs: id, state (sent | skipped)
@@ -61,6 +61,8 @@ end
 redis.call('HINCRBY', K.run, 'pagesDone', 1)
 if dead then
   redis.call('HINCRBY', K.run, 'pagesDead', 1)
+elseif probe > 0 then
+  redis.call('HINCRBY', K.run, 'probedTotal', ARGV[5])
 elseif page == 1 then
   redis.call('HSET', K.run, 'total:' .. part, ARGV[5])
   redis.call('HINCRBY', K.run, 'totalCnt', ARGV[5])

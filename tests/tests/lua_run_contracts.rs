@@ -241,6 +241,16 @@ async fn a_daily_run_waits_for_the_whole_list_probe_however_its_months_are_retri
             "the last month probe"
         );
         assert_eq!(r.field("unheldProbed").await.as_deref(), Some("3"));
+        assert_eq!(
+            r.field("probedTotal").await.as_deref(),
+            Some("0"),
+            "these probes reported no totalCnt"
+        );
+        assert_eq!(
+            r.field("totalCnt").await.as_deref(),
+            Some("1"),
+            "only window z's first page"
+        );
         r.page("a", "1", true, "1", &[("a1", "skipped")]).await;
         assert!(
             r.field("completed").await.is_none(),
@@ -445,6 +455,33 @@ async fn a_record_deletes_only_the_lines_it_wrote_and_owes_one_alert() {
                 .expect("pttl");
             assert!(ttl > 0, "{key} lives as long as the run");
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn month_probes_sum_their_totals_apart_from_the_windows_read() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("2", &["probe:a", "probe:b", "probe:all"]).await;
+        r.page_full("probe:a", "1", true, "40", "1", &[], &[])
+            .await
+            .expect("probe");
+        r.page_full("probe:b", "1", true, "25", "3", &["b"], &[])
+            .await
+            .expect("probe");
+        r.page("b", "1", true, "25", &[("b1", "skipped")]).await;
+        assert_eq!(
+            r.field("probedTotal").await.as_deref(),
+            Some("65"),
+            "what the whole-list probe subtracts"
+        );
+        assert_eq!(
+            r.field("totalCnt").await.as_deref(),
+            Some("25"),
+            "only the window read"
+        );
+        assert_eq!(r.field("total:b").await.as_deref(), Some("25"));
     })
     .await;
 }

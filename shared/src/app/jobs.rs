@@ -171,6 +171,21 @@ async fn run_probe(
             "a probe belongs to a run: run is required with probe".into(),
         )));
     };
+    let part = super::schedule::probe_part(req);
+    // A probe answered before is not asked again: a repeated firing costs no call. Only
+    // the whole-list probe may be owed, if the delivery that counted the last month
+    // stopped before sending it.
+    if deps
+        .runs
+        .page_counted(run, &part, 1)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?
+    {
+        if probe != Probe::All && months_answered(deps, run).await? {
+            super::schedule::send_searches(deps, &[super::schedule::all_probe(run, req.refresh)]).await?;
+        }
+        return Ok(0);
+    }
     let page = deps.law.search(req, deadline).await?;
     let (months, held_total) = deps
         .held
@@ -193,19 +208,41 @@ async fn run_probe(
             (probe == Probe::Recent || unheld > 0, Some(unheld))
         }
         Probe::All => {
+            // Outside the probed months (undated precedents, and those decided before):
+            // what law.go.kr lists against what the mirror holds, both now, so details
+            // stored since the month probes answered move neither side.
             let status = deps
                 .runs
                 .status(run)
                 .await
                 .map_err(|e| JobError::Run(e.to_string()))?;
-            let probed = status.map_or(0, |s| s.unheld_probed);
-            (page.total.saturating_sub(held_total) > probed, None)
+            let (probed_total, probed_months) = status.map_or((0, Vec::new()), |s| {
+                let months = s
+                    .plan
+                    .as_ref()
+                    .map(|p| {
+                        p.windows
+                            .iter()
+                            .filter_map(|w| w.strip_prefix("probe:"))
+                            .filter(|w| *w != "all")
+                            .map(|w| crate::mirror::held::month_of(w.get(..8)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (s.probed_total, months)
+            });
+            let held_probed: u64 = probed_months
+                .iter()
+                .map(|m: &String| months.get(m).copied().unwrap_or(0))
+                .sum();
+            let listed_outside = page.total.saturating_sub(probed_total);
+            let held_outside = held_total.saturating_sub(held_probed);
+            (listed_outside > held_outside, None)
         }
     };
     if read {
         super::schedule::send_searches(deps, std::slice::from_ref(&window)).await?;
     }
-    let part = super::schedule::probe_part(req);
     let spawn = if read {
         vec![window.window_name()]
     } else {
@@ -215,6 +252,7 @@ async fn run_probe(
         part: &part,
         page: 1,
         last: true,
+        total: if probe == Probe::All { 0 } else { page.total },
         spawn: &spawn,
         probe_unheld: unheld,
         ..Default::default()
@@ -237,12 +275,7 @@ async fn run_probe(
     // delivery stopped before sending it.
     let months_done = match counted {
         Counted::Yes { .. } => probes_left == Some(0),
-        Counted::Already if probe != Probe::All => deps
-            .runs
-            .status(run)
-            .await
-            .map_err(|e| JobError::Run(e.to_string()))?
-            .is_some_and(|s| s.probes_left == 0),
+        Counted::Already if probe != Probe::All => months_answered(deps, run).await?,
         _ => false,
     };
     if months_done {
@@ -250,6 +283,16 @@ async fn run_probe(
     }
     after_count(deps, run, counted).await;
     Ok(u32::from(read))
+}
+
+/// Whether every month probe of `run` has answered.
+async fn months_answered(deps: &Deps, run: &RunId) -> Result<bool, JobError> {
+    Ok(deps
+        .runs
+        .status(run)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?
+        .is_some_and(|s| s.probes_left == 0))
 }
 
 /// After a count: writes the run's record when it is owed now (a failure leaves it owed,

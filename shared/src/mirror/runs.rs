@@ -177,9 +177,11 @@ pub struct RunStatus {
     pub pages_dead: u64,
     /// The sum of `totalCnt` as the first page of each window reported it.
     pub total_cnt: u64,
-    /// Month probes not answered yet, and the hits they found not held.
+    /// Month probes not answered yet, the hits they found not held, and the sum of their
+    /// months' `totalCnt`.
     pub probes_left: u64,
     pub unheld_probed: u64,
+    pub probed_total: u64,
     pub hits_without_id: u64,
     pub ids_seen: u64,
     pub counts: BTreeMap<String, i64>,
@@ -511,6 +513,7 @@ impl Runs {
             total_cnt: num("totalCnt")?,
             probes_left: num("probesLeft")?,
             unheld_probed: num("unheldProbed")?,
+            probed_total: num("probedTotal")?,
             hits_without_id: num("withoutId")?,
             ids_seen: num("seen")?,
             counts,
@@ -535,6 +538,17 @@ impl Runs {
             }
         }
         Ok(out)
+    }
+
+    /// Whether page `page` of `part` was counted (a repeated probe is not asked again).
+    pub async fn page_counted(&self, run: &RunId, part: &str, page: u32) -> Result<bool, RunError> {
+        let n: i64 = redis::cmd("SISMEMBER")
+            .arg(self.keys(run).pages)
+            .arg(format!("{part}|{page}"))
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(RedisFailure::from)?;
+        Ok(n == 1)
     }
 
     /// Runs whose record or feed lines are owed to the store.
@@ -769,6 +783,7 @@ mod tests {
             total_cnt: 412,
             probes_left: 0,
             unheld_probed: 0,
+            probed_total: 0,
             hits_without_id: 0,
             ids_seen: 412,
             counts: BTreeMap::new(),
