@@ -191,10 +191,13 @@ async fn a_429_cools_the_whole_cluster_and_is_retried_after_retry_after() {
         "Retry-After 2 s not honoured: {:?}",
         seen[1].at - seen[0].at
     );
+    // A grant that went stale on a busy machine is given back and asked for again: the
+    // grants sent are what counts.
+    let stats = client.gate().stats();
     assert_eq!(
-        client.gate().stats().grants,
+        stats.grants - stats.given_back,
         2,
-        "the retry went through the gate again"
+        "the retry went through the gate again: {stats:?}"
     );
 }
 
@@ -356,10 +359,11 @@ async fn network_failures_are_retried_then_reported_by_kind() {
         !err.to_string().contains("127.0.0.1"),
         "the address is part of the URL: {err}"
     );
+    let stats = client.gate().stats();
     assert_eq!(
-        client.gate().stats().grants,
+        stats.grants - stats.given_back,
         2,
-        "every attempt goes through the gate"
+        "every attempt goes through the gate: {stats:?}"
     );
 }
 

@@ -524,20 +524,31 @@ impl Runs {
     /// The newest `limit` runs Redis still holds, newest first.
     pub async fn list(&self, limit: usize) -> Result<Vec<RunStatus>, RunError> {
         let ids: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(self.ns.run("x").runs)
+            .arg(self.shared_keys().runs)
             .arg(0)
             .arg(limit.saturating_sub(1))
             .query_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
+        self.statuses(&ids).await
+    }
+
+    /// The status of each id Redis still counts, skipping what is not a run id.
+    async fn statuses(&self, ids: &[String]) -> Result<Vec<RunStatus>, RunError> {
         let mut out = Vec::new();
         for id in ids {
-            let Ok(run) = RunId::parse(&id) else { continue };
+            let Ok(run) = RunId::parse(id) else { continue };
             if let Some(s) = self.status(&run).await? {
                 out.push(s);
             }
         }
         Ok(out)
+    }
+
+    /// The keys every run shares (the run list, the owed records and alerts); a run's
+    /// own keys name them too.
+    fn shared_keys(&self) -> RunKeys {
+        self.ns.run("")
     }
 
     /// Whether page `page` of `part` was counted (a repeated probe is not asked again).
@@ -554,7 +565,7 @@ impl Runs {
     /// Runs whose record or feed lines are owed to the store.
     pub async fn owed(&self) -> Result<Vec<RunId>, RunError> {
         let ids: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.ns.run("x").unrecorded)
+            .arg(self.shared_keys().unrecorded)
             .query_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
@@ -692,22 +703,20 @@ impl Runs {
     /// Takes the owed discrepancy alerts (each once).
     pub async fn take_alerts(&self, limit: usize) -> Result<Vec<RunAlert>, RunError> {
         let ids: Vec<String> = redis::cmd("SPOP")
-            .arg(self.ns.run("x").alerts)
+            .arg(self.shared_keys().alerts)
             .arg(limit.max(1))
             .query_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
-        let mut out = Vec::new();
-        for id in ids {
-            let Ok(run) = RunId::parse(&id) else { continue };
-            if let Some(s) = self.status(&run).await? {
-                out.push(RunAlert {
-                    run_id: run,
-                    discrepancies: s.discrepancies(),
-                });
-            }
-        }
-        Ok(out)
+        Ok(self
+            .statuses(&ids)
+            .await?
+            .into_iter()
+            .map(|s| RunAlert {
+                discrepancies: s.discrepancies(),
+                run_id: s.run_id,
+            })
+            .collect())
     }
 
     /// Puts alerts that could not be delivered back, for the next pass.
@@ -717,7 +726,7 @@ impl Runs {
         }
         let ids: Vec<&str> = alerts.iter().map(|a| a.run_id.as_str()).collect();
         let _: i64 = redis::cmd("SADD")
-            .arg(self.ns.run("x").alerts)
+            .arg(self.shared_keys().alerts)
             .arg(&ids)
             .query_async(&mut self.redis.clone())
             .await
