@@ -609,78 +609,9 @@ async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<()
         println!("(no runs)");
     }
     for s in &statuses {
-        println!("{}", status_text(s, now));
+        println!("{}", s.text(now));
     }
     Ok(())
-}
-
-/// A run in a few lines: what it reads, a progress bar, rate and ETA, the counts.
-pub fn status_text(s: &crate::mirror::runs::RunStatus, now_ms: u64) -> String {
-    let plan = s.plan.as_ref();
-    let what = plan.map_or("?".to_owned(), |p| {
-        let windows = if p.windows.len() > 3 {
-            format!("{} windows", p.windows.len())
-        } else {
-            p.windows.join(", ")
-        };
-        format!(
-            "{} {windows}{}",
-            p.kind,
-            if p.refresh { " (refresh)" } else { "" }
-        )
-    });
-    let state = match (s.completed_ms, s.recorded_ms) {
-        (Some(_), Some(_)) => "complete, recorded",
-        (Some(_), None) => "complete, record owed",
-        _ => "running",
-    };
-    let progress = s.progress();
-    let width = 30;
-    let filled = ((progress * width as f64).round() as usize).min(width);
-    let (rate, eta) = s.rate_and_eta(now_ms);
-    let eta = match (s.completed_ms, eta) {
-        (Some(_), _) => "done".to_owned(),
-        (None, Some(d)) => format!("ETA {}", human_secs(d.as_secs())),
-        (None, None) => "ETA -".to_owned(),
-    };
-    let settled = s.ids_seen.saturating_sub(s.outstanding());
-    let n = |k: &str| s.counts.get(k).copied().unwrap_or(0).max(0);
-    let mut out = format!(
-        "{}  {what}  {state}\n  [{}{}] {:>3.0}%  {settled}/{} ids  {rate:.1} ids/s  {eta}\n  windows {}/{}  pages {} ({} dead)  totalCnt {}  seen {}  skipped {}  fetched {} (added {}, revised {}, unchanged {})  missing {}  parked {}  dead {}",
-        s.run_id,
-        "#".repeat(filled),
-        "-".repeat(width - filled),
-        progress * 100.0,
-        s.total_cnt.max(s.ids_seen),
-        s.parts_done,
-        s.parts,
-        s.pages_done,
-        s.pages_dead,
-        s.total_cnt,
-        s.ids_seen,
-        n("skipped"),
-        s.fetched(),
-        n("added"),
-        n("revised"),
-        n("unchanged"),
-        n("missing"),
-        n("parked"),
-        n("dead"),
-    );
-    if s.completed_ms.is_some() {
-        for d in s.discrepancies() {
-            out.push_str(&format!("\n  discrepancy: {d}"));
-        }
-    }
-    out
-}
-
-fn human_secs(secs: u64) -> String {
-    match secs {
-        0..=99 => format!("{secs} s"),
-        100..=5999 => format!("{} min", secs / 60),
-        _ => format!("{:.1} h", secs as f64 / 3600.0),
-    }
 }
 
 /// Redis and the namespace only: `queue` needs no key, so a missing `LAW_API_OC` is not an

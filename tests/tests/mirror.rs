@@ -245,6 +245,16 @@ async fn a_clean_run_completes_with_exact_counts_under_duplicate_deliveries() {
         "{s:?}"
     );
     assert_eq!(s.pages_done, ids.len().div_ceil(25) as u64);
+    assert_eq!(
+        (s.parts, s.parts_done),
+        (1, 1),
+        "one window, read to its last page"
+    );
+    let text = s.text(lawsync::clock::now_millis());
+    assert!(
+        text.contains("windows 1/1") && text.contains("100%") && text.contains("complete, recorded"),
+        "{text}"
+    );
     assert!(s.discrepancies().is_empty(), "{:?}", s.discrepancies());
 
     let record = rig.json(&format!("runs/{run}.json")).await;

@@ -170,7 +170,7 @@ pub struct RunStatus {
     pub started_ms: u64,
     pub completed_ms: Option<u64>,
     pub recorded_ms: Option<u64>,
-    /// Windows to read to their last page, and how many were.
+    /// Parts (windows, probes) the run waits for, and how many are finished.
     pub parts: u64,
     pub parts_done: u64,
     pub pages_done: u64,
@@ -231,6 +231,68 @@ impl RunStatus {
         (rate, eta.or(self.completed_ms.map(|_| Duration::ZERO)))
     }
 
+    /// The run in a few lines: what it reads, a progress bar, rate and ETA, the counts.
+    pub fn text(&self, now_ms: u64) -> String {
+        let s = self;
+        let plan = s.plan.as_ref();
+        let what = plan.map_or("?".to_owned(), |p| {
+            let windows = if p.windows.len() > 3 {
+                format!("{} windows", p.windows.len())
+            } else {
+                p.windows.join(", ")
+            };
+            format!(
+                "{} {windows}{}",
+                p.kind,
+                if p.refresh { " (refresh)" } else { "" }
+            )
+        });
+        let state = match (s.completed_ms, s.recorded_ms) {
+            (Some(_), Some(_)) => "complete, recorded",
+            (Some(_), None) => "complete, record owed",
+            _ => "running",
+        };
+        let progress = s.progress();
+        let width = 30;
+        let filled = ((progress * width as f64).round() as usize).min(width);
+        let (rate, eta) = s.rate_and_eta(now_ms);
+        let eta = match (s.completed_ms, eta) {
+            (Some(_), _) => "done".to_owned(),
+            (None, Some(d)) => format!("ETA {}", human_secs(d.as_secs())),
+            (None, None) => "ETA -".to_owned(),
+        };
+        let settled = s.ids_seen.saturating_sub(s.outstanding());
+        let n = |k: &str| s.counts.get(k).copied().unwrap_or(0).max(0);
+        let mut out = format!(
+            "{}  {what}  {state}\n  [{}{}] {:>3.0}%  {settled}/{} ids  {rate:.1} ids/s  {eta}\n  windows {}/{}  pages {} ({} dead)  totalCnt {}  seen {}  skipped {}  fetched {} (added {}, revised {}, unchanged {})  missing {}  parked {}  dead {}",
+            s.run_id,
+            "#".repeat(filled),
+            "-".repeat(width - filled),
+            progress * 100.0,
+            s.total_cnt.max(s.ids_seen),
+            s.parts_done,
+            s.parts,
+            s.pages_done,
+            s.pages_dead,
+            s.total_cnt,
+            s.ids_seen,
+            n("skipped"),
+            s.fetched(),
+            n("added"),
+            n("revised"),
+            n("unchanged"),
+            n("missing"),
+            n("parked"),
+            n("dead"),
+        );
+        if s.completed_ms.is_some() {
+            for d in s.discrepancies() {
+                out.push_str(&format!("\n  discrepancy: {d}"));
+            }
+        }
+        out
+    }
+
     /// What the counts say is wrong, in words; empty for a clean run. `totalCnt` is
     /// compared per window (windows may overlap: the daily run's whole-list read lists
     /// again what its months listed).
@@ -268,6 +330,15 @@ impl RunStatus {
             ));
         }
         out
+    }
+}
+
+/// Seconds as a person reads them.
+fn human_secs(secs: u64) -> String {
+    match secs {
+        0..=99 => format!("{secs} s"),
+        100..=5999 => format!("{} min", secs / 60),
+        _ => format!("{:.1} h", secs as f64 / 3600.0),
     }
 }
 
@@ -460,8 +531,12 @@ impl Runs {
 
     /// The run as Redis counts it; `None` when it is not there.
     pub async fn status(&self, run: &RunId) -> Result<Option<RunStatus>, RunError> {
-        let fields: BTreeMap<String, String> = redis::cmd("HGETALL")
-            .arg(self.keys(run).run)
+        let keys = self.keys(run);
+        let (fields, parts): (BTreeMap<String, String>, u64) = redis::pipe()
+            .cmd("HGETALL")
+            .arg(&keys.run)
+            .cmd("SCARD")
+            .arg(&keys.parts)
             .query_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
@@ -506,7 +581,7 @@ impl Runs {
             started_ms: num("opened")?,
             completed_ms: opt("completed")?,
             recorded_ms: opt("recorded")?,
-            parts: num("parts")?,
+            parts,
             parts_done: num("partsDone")?,
             pages_done: num("pagesDone")?,
             pages_dead: num("pagesDead")?,

@@ -445,6 +445,26 @@ async fn run(o: Opts) -> Result<bool, String> {
             leaked,
         },
     );
+    // The run's own account of itself: its record under runs/ (written when its last id
+    // settled), and `lawsync sync status`.
+    let mut recorded = false;
+    for _ in 0..30 {
+        if count(&s3, &bucket, "runs/").await > 0 {
+            recorded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if let Ok(status) = lawsync(&["sync", "status", "--limit", "1"]).output().await {
+        println!("\n  the sync run, as `lawsync sync status` shows it:");
+        for l in String::from_utf8_lossy(&status.stdout).lines() {
+            println!("    {l}");
+        }
+    }
+    if !recorded {
+        println!("  ✘ no run record under runs/: the run never accounted for every id");
+    }
+    let ok = ok && (recorded || o.per_instance);
     if let Some(s) = sample {
         println!(
             "\n  a stored document (s3://{bucket}/{}):",
