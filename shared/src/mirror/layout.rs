@@ -1,7 +1,8 @@
 //! Where the mirror keeps what it writes: every prefix of the document store, what the
 //! code does under it, and the key of each object.
 //!
-//! This table is the one place a prefix is named. `infra/check_template.py` reads it and
+//! This table is the one place a prefix is named, one line each (`rustfmt::skip`: the check
+//! parses them). `infra/check_template.py` reads it and
 //! checks the SAM template's S3 policy grants exactly these actions on exactly these
 //! prefixes (moto does not enforce IAM, so no test against moto could).
 
@@ -22,42 +23,22 @@ pub struct Prefix {
 }
 
 /// `prec/{id}.json`: one envelope per precedent (see `docs/mirror.md`).
-pub const PRECEDENTS: Prefix = Prefix {
-    path: "prec/",
-    read: true,
-    write: true,
-    list: true,
-};
+#[rustfmt::skip]
+pub const PRECEDENTS: Prefix = Prefix { path: "prec/", read: true, write: true, list: true };
 /// `missing/{id}.json`: ids law.go.kr listed but has no detail for, with when it was checked.
-pub const MISSING: Prefix = Prefix {
-    path: "missing/",
-    read: true,
-    write: true,
-    list: true,
-};
+#[rustfmt::skip]
+pub const MISSING: Prefix = Prefix { path: "missing/", read: true, write: true, list: true };
 /// `runs/{run id}.json`: one record per finished sync run.
-pub const RUNS: Prefix = Prefix {
-    path: "runs/",
-    read: true,
-    write: true,
-    list: true,
-};
+#[rustfmt::skip]
+pub const RUNS: Prefix = Prefix { path: "runs/", read: true, write: true, list: true };
 /// `changes/{YYYY-MM-DD}/{HHMMSSmmm}-{run id}.jsonl`: the increment feed, a file per
 /// finished run (and per later record of it that adds lines), named by when it is written.
-pub const CHANGES: Prefix = Prefix {
-    path: "changes/",
-    read: false,
-    write: true,
-    list: false,
-};
+#[rustfmt::skip]
+pub const CHANGES: Prefix = Prefix { path: "changes/", read: false, write: true, list: false };
 /// `index/decided/{YYYYMMDD}/{id}.json` (and `index/decided/undated/{id}.json`): the index
 /// by decision date, one small object per precedent, so no writer ever rewrites another's.
-pub const INDEX: Prefix = Prefix {
-    path: "index/",
-    read: false,
-    write: true,
-    list: false,
-};
+#[rustfmt::skip]
+pub const INDEX: Prefix = Prefix { path: "index/", read: false, write: true, list: false };
 
 /// Every prefix, for the template check and the docs.
 pub const ALL: [Prefix; 5] = [PRECEDENTS, MISSING, RUNS, CHANGES, INDEX];
