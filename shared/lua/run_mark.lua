@@ -17,7 +17,7 @@
   Errors: BADARG for an unknown state or a bad time; CORRUPT for a key of another type or
           a stored state that is not one; all before anything is written ]]
 --- @include "run_progress"
-local refused = whole_args({ 4 }, 0) or run_shape_refusal()
+local refused = run_whole({ 4 }, 0) or run_shape_refusal()
 if refused then return refused end
 local run_id, id, state, now, line = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if RUN_RANK[state] == nil or state == 'sent' or id == '' then

@@ -16,12 +16,12 @@
   Errors: BADARG for a number that is not whole, or no part; CORRUPT for a key of another
           type ]]
 --- @include "run_progress"
-local refused = whole_args({ 2, 5 }, 0) or whole_args({ 3 }, 1) or run_shape_refusal()
+local refused = run_whole({ 2, 5 }, 0) or run_whole({ 3 }, 1) or run_shape_refusal()
 if refused then return refused end
 if #ARGV < 6 then return redis.error_reply('BADARG run_open: a run waits for at least one part') end
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 -- Runs older than their keys' life leave the list as new ones come.
-redis.call('ZREMRANGEBYSCORE', K.runs, '-inf', '(' .. (now - ttl))
+redis.call('ZREMRANGEBYSCORE', K.runs, '-inf', '(' .. string.format('%d', now - ttl))
 if redis.call('HSETNX', K.run, 'opened', ARGV[2]) == 0 then return 0 end
 redis.call('HSET', K.run, 'partsDone', 0, 'seen', 0, 'meta', ARGV[4],
            'probesLeft', ARGV[5], 'unheldProbed', 0)

@@ -25,7 +25,7 @@
   Errors: BADARG for a bad number, flag or state; CORRUPT for a key of another type or a
           stored state that is not one; all before anything is written ]]
 --- @include "run_progress"
-local refused = whole_args({ 3 }, 1) or whole_args({ 5, 6, 8, 9, 10 }, 0) or run_shape_refusal()
+local refused = run_whole({ 3 }, 1) or run_whole({ 5, 6, 8, 9, 10 }, 0) or run_shape_refusal()
 if refused then return refused end
 local flag = function(i) return ARGV[i] == '0' or ARGV[i] == '1' end
 if not flag(4) or not flag(7) then
@@ -51,7 +51,11 @@ local run_id, part, page = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local last, dead, now = ARGV[4] == '1', ARGV[7] == '1', ARGV[8]
 local probe = tonumber(ARGV[9])
 if redis.call('EXISTS', K.run) == 0 then return { -1, 0, -1 } end
+if probe > 0 and (tonumber(redis.call('HGET', K.run, 'probesLeft')) or 0) < 1 then
+  return redis.error_reply('BADARG run_page: a month probe for a run with no month probe left')
+end
 if redis.call('SADD', K.pages, part .. '|' .. page) == 0 then return { 0, 0, -1 } end
+run_changed()
 for i = 11, 10 + spawned do run_expect(ARGV[i]) end
 local probes_left = -1
 if probe > 0 then

@@ -388,7 +388,7 @@ async fn refusals_write_nothing() {
             .await
             .expect("sadd");
         let gone: i64 = fresh
-            .call(&lua::RUN_RECORDED, &[&id, "5000", "1", TTL])
+            .call(&lua::RUN_RECORDED, &[&id, "5000", "1", TTL, "0", ""])
             .await
             .expect("recorded");
         assert_eq!(gone, -1);
@@ -414,11 +414,23 @@ async fn a_record_deletes_only_the_lines_it_wrote_and_owes_one_alert() {
         assert_eq!(r.mark("b", "dead", "").await, (1, 1));
         let run = r.id.clone();
         // Between reading the lines and writing them, b is redriven and stored.
+        let read_at = r.field("version").await.expect("version");
         r.mark("b", "added", "B1").await;
         let files: i64 = r
             .call(
                 &lua::RUN_RECORDED,
-                &[&run, "4000", "1", TTL, "a", "A1", "b", "OLD"],
+                &[
+                    &run,
+                    "4000",
+                    "1",
+                    TTL,
+                    &read_at,
+                    "changes/f1",
+                    "a",
+                    "A1",
+                    "b",
+                    "OLD",
+                ],
             )
             .await
             .expect("recorded");
@@ -436,11 +448,25 @@ async fn a_record_deletes_only_the_lines_it_wrote_and_owes_one_alert() {
             .await
             .expect("owed");
         assert_eq!(owed, 1, "still owed: a line is left");
+        let now_at = r.field("version").await.expect("version");
         let files: i64 = r
-            .call(&lua::RUN_RECORDED, &[&run, "5000", "1", TTL, "b", "B1"])
+            .call(
+                &lua::RUN_RECORDED,
+                &[&run, "5000", "1", TTL, &now_at, "changes/f2", "b", "B1"],
+            )
             .await
             .expect("recorded");
         assert_eq!(files, 2);
+        let feed: Vec<String> =
+            serde_json::from_str(&r.field("feed").await.expect("feed")).expect("a JSON list");
+        assert_eq!(feed, ["changes/f1", "changes/f2"]);
+        let owed: i64 = redis::cmd("SISMEMBER")
+            .arg(&r.k.unrecorded)
+            .arg(&run)
+            .query_async(&mut r.conn)
+            .await
+            .expect("owed");
+        assert_eq!(owed, 0, "recorded from the current version, with no line left");
         let alerts: i64 = redis::cmd("SCARD")
             .arg(&r.k.alerts)
             .query_async(&mut r.conn)
@@ -482,6 +508,82 @@ async fn month_probes_sum_their_totals_apart_from_the_windows_read() {
             "only the window read"
         );
         assert_eq!(r.field("total:b").await.as_deref(), Some("25"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_record_read_before_a_later_change_leaves_the_run_owed() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["w1", "w2"]).await;
+        r.page("w1", "1", true, "2", &[("a", "sent"), ("c", "sent")])
+            .await;
+        r.mark("a", "added", "L-a").await;
+        assert_eq!(
+            r.page("w2", "1", true, "1", &[("c", "skipped")]).await.1,
+            1,
+            "completed"
+        );
+        let read_at = r.field("version").await.expect("version");
+        // c's fetch settles while the record is being written from the older read.
+        assert_eq!(r.mark("c", "unchanged", "").await, (1, 1));
+        let run = r.id.clone();
+        let _: i64 = r
+            .call(
+                &lua::RUN_RECORDED,
+                &[&run, "4000", "0", TTL, &read_at, "changes/f1", "a", "L-a"],
+            )
+            .await
+            .expect("recorded");
+        let owed: i64 = redis::cmd("SISMEMBER")
+            .arg(&r.k.unrecorded)
+            .arg(&run)
+            .query_async(&mut r.conn)
+            .await
+            .expect("owed");
+        assert_eq!(owed, 1, "the record is stale: the run stays owed");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn numbers_are_digits_as_redis_writes_them() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("1", &["probe:a", "w"]).await;
+        let run = r.id.clone();
+        for bad in ["1e2", "0x10", " 7", "7.0", "+7", "07", "-0", "1234567890123456"] {
+            let e = r
+                .call::<(i64, i64, i64)>(
+                    &lua::RUN_PAGE,
+                    &[&run, "w", "1", "0", bad, "0", "0", "2000", "0", "0"],
+                )
+                .await
+                .expect_err(bad);
+            assert!(e.to_string().contains("BADARG"), "{bad}: {e}");
+            let e = r
+                .call::<(i64, i64)>(&lua::RUN_MARK, &[&run, "x", "added", bad, ""])
+                .await
+                .expect_err(bad);
+            assert!(e.to_string().contains("BADARG"), "{bad}: {e}");
+        }
+        let pages: i64 = redis::cmd("SCARD")
+            .arg(&r.k.pages)
+            .query_async(&mut r.conn)
+            .await
+            .expect("scard");
+        assert_eq!(pages, 0, "nothing was counted");
+        // One month probe, then a second: refused, probesLeft never below zero.
+        r.page_full("probe:a", "1", true, "3", "1", &[], &[])
+            .await
+            .expect("probe");
+        let e = r
+            .page_full("probe:b", "1", true, "3", "1", &[], &[])
+            .await
+            .expect_err("no probe left");
+        assert!(e.to_string().contains("no month probe left"), "{e}");
+        assert_eq!(r.field("probesLeft").await.as_deref(), Some("0"));
     })
     .await;
 }

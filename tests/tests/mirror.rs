@@ -517,3 +517,111 @@ fn the_schemas_reject_what_they_must() {
         "unknown fields are refused"
     );
 }
+
+#[tokio::test]
+async fn a_detail_whose_count_was_lost_counts_what_it_did_on_its_retry() {
+    use lawsync::app::jobs::run_detail;
+    use lawsync::app::sqs::DetailMessage;
+    use lawsync::mirror::held::FetchReason;
+    use lawsync::mirror::runs::{IdState, PageCount, RunPlan};
+    let rig = MirrorRig::start(Store::Folder, 9, None).await;
+    let corpus = rig.lookalike.corpus();
+    let days = corpus.window("20240101", "20240331");
+    let missing = days
+        .iter()
+        .find(|p| p.detail_missing)
+        .expect("a missing one")
+        .clone();
+    let stored = days
+        .iter()
+        .find(|p| !p.detail_missing)
+        .expect("a stored one")
+        .clone();
+    let run = RunId::parse("sync-lost-count").expect("id");
+    let plan = RunPlan {
+        kind: "sync".into(),
+        windows: vec!["w".into()],
+        query: None,
+        refresh: false,
+    };
+    rig.deps
+        .runs
+        .open(&run, &plan, 0, lawsync::clock::now_millis())
+        .await
+        .expect("open");
+    let (m_id, s_id) = (missing.id.to_string(), stored.id.to_string());
+    let ids = [(m_id.as_str(), IdState::Sent), (s_id.as_str(), IdState::Sent)];
+    let page = PageCount {
+        part: "w",
+        page: 1,
+        last: false,
+        total: 2,
+        ids: &ids,
+        ..Default::default()
+    };
+    rig.deps.runs.page(&run, &page).await.expect("page");
+    let msg = |p: &lawsync_tests::lookalike::Precedent, reason| DetailMessage {
+        id: p.id.to_string(),
+        run: Some(run.clone()),
+        listing: Some(serde_json::from_value(p.search_item(&rig.oc)).expect("listing")),
+        first_seen_at: Some(lawsync::clock::rfc3339_millis(lawsync::clock::now_millis())),
+        reason: Some(reason),
+        refresh: false,
+    };
+    let deadline = lawsync::Deadline::after(std::time::Duration::from_secs(30));
+    let keys = rig.ns.run(run.as_str());
+    let mut conn = lawsync_tests::servers::Topology::Standalone.connect().await;
+    for (p, reason, want) in [
+        (&missing, FetchReason::New, "missing"),
+        (&stored, FetchReason::New, "added"),
+    ] {
+        let first = run_detail(&rig.deps, &msg(p, reason), deadline)
+            .await
+            .expect("stored");
+        assert_eq!(first.as_str(), want, "the first delivery");
+        // The count is lost: the id is back to sent and its line gone, as if Redis had
+        // failed between the store and the count.
+        let id = p.id.to_string();
+        let _: () = redis::pipe()
+            .cmd("HSET")
+            .arg(&keys.ids)
+            .arg(&id)
+            .arg("sent")
+            .ignore()
+            .cmd("HINCRBY")
+            .arg(&keys.run)
+            .arg(format!("n:{}", first.as_str()))
+            .arg(-1)
+            .ignore()
+            .cmd("HINCRBY")
+            .arg(&keys.run)
+            .arg("n:sent")
+            .arg(1)
+            .ignore()
+            .cmd("HDEL")
+            .arg(&keys.changes)
+            .arg(&id)
+            .ignore()
+            .query_async(&mut conn)
+            .await
+            .expect("lose the count");
+        let before = rig.arrivals_len();
+        let again = run_detail(&rig.deps, &msg(p, reason), deadline)
+            .await
+            .expect("retried");
+        assert_eq!(rig.calls_since(before).1, 0, "the retry makes no call");
+        assert_eq!(
+            again.as_str(),
+            want,
+            "the retry counts what the first delivery did"
+        );
+        let line: Option<String> = redis::cmd("HGET")
+            .arg(&keys.changes)
+            .arg(&id)
+            .query_async(&mut conn)
+            .await
+            .expect("line");
+        let line: Value = serde_json::from_str(&line.expect("a feed line")).expect("json");
+        assert_eq!(line["change"], want);
+    }
+}

@@ -10,7 +10,19 @@
   unchanged missing dead). An id only moves up, so a repeated delivery never counts twice;
   a skip seen by another page never hides the fetch's outcome (and its feed line) that
   comes after; a dead letter may still settle by a fetch (redriven). ]]
---- @include "args"
+-- nil when every ARGV[i] listed is a whole number written as Redis writes one (digits, no
+-- sign, no leading zero, at most 15 of them) and at least min, else the BADARG reply. Lua
+-- reads 1e2, 0x10, " 7" and 7.0 as numbers where HINCRBY would refuse them half-way.
+local function run_whole(indices, min)
+  for _, i in ipairs(indices) do
+    local v = ARGV[i]
+    if not v or not (v == '0' or string.match(v, '^[1-9]%d*$')) or #v > 15 or tonumber(v) < min then
+      return redis.error_reply('BADARG ARGV[' .. i .. '] must be a whole number from ' .. min .. ', in digits')
+    end
+  end
+  return nil
+end
+
 local RUN_RANK = { sent = 1, parked = 2, skipped = 3, added = 4, revised = 4,
                    unchanged = 4, missing = 4, dead = 4 }
 
@@ -57,6 +69,7 @@ local function run_move(id, new)
   end
   redis.call('HSET', K.ids, id, new)
   redis.call('HINCRBY', K.run, 'n:' .. new, 1)
+  redis.call('HINCRBY', K.run, 'version', 1)
   return 1
 end
 
@@ -84,6 +97,12 @@ local function run_expect(p)
   if redis.call('SADD', K.parts, p) == 1 then run_part_settled(p) end
 end
 
+-- Every change to what a record would say bumps the run's version; a record written from an
+-- older version leaves the run owed.
+local function run_changed()
+  redis.call('HINCRBY', K.run, 'version', 1)
+end
+
 -- 1 when this call completed the run: every part it waits for read to its last page, and
 -- no id sent or parked. Completion is recorded once, in `completed`, and the run goes to
 -- the set of runs whose record is owed.
@@ -94,6 +113,7 @@ local function run_complete_if_done(run_id, now)
   if parts == 0 or (tonumber(f[1]) or 0) < parts then return 0 end
   if (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) > 0 then return 0 end
   redis.call('HSET', K.run, 'completed', now)
+  run_changed()
   redis.call('SADD', K.unrecorded, run_id)
   return 1
 end

@@ -17,7 +17,7 @@ use crate::mirror::StoredEvent;
 use crate::mirror::envelope::{
     Envelope, MissingMarker, SCHEMA_VERSION, content_hash, listing_hash, parse_rfc3339_millis,
 };
-use crate::mirror::held::{Held, Verdict, verdict};
+use crate::mirror::held::{FetchReason, Held, Verdict, verdict};
 use crate::mirror::layout;
 use crate::mirror::runs::{ChangeLine, Counted, IdState, PageCount, RunId};
 use crate::policy::GATE_REFUSED_RETRY;
@@ -241,6 +241,10 @@ async fn run_probe(
         }
     };
     if read {
+        deps.runs
+            .expect(run, &window.window_name())
+            .await
+            .map_err(|e| JobError::Run(e.to_string()))?;
         super::schedule::send_searches(deps, std::slice::from_ref(&window)).await?;
     }
     let spawn = if read {
@@ -495,35 +499,66 @@ pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) ->
 }
 
 /// What a held precedent counts as in this message's run: skipped, unless this run's own
-/// earlier delivery stored it and its count was lost (the store answered, Redis did not):
-/// then it counts as added, with its feed line, so the feed misses nothing.
+/// earlier delivery stored it and its count was lost (the store answered, Redis did not).
+/// Then it counts as what that delivery did, by the reason the page sent it and what it
+/// left in the store (an envelope or a missing marker of this run), with its feed line, so
+/// the feed misses nothing.
 async fn stored_by_this_run(deps: &Deps, msg: &DetailMessage, key: &str) -> (IdState, Option<ChangeLine>) {
     let Some(run) = &msg.run else {
         return (IdState::Skipped, None);
     };
-    let envelope = match deps.docs.get(key).await {
-        Ok(Some(body)) => serde_json::from_slice::<Envelope>(&body).ok(),
-        _ => None,
-    };
-    match envelope {
-        Some(e) if e.run_id.as_deref() == Some(run.as_str()) => {
-            let decided = e
-                .listing
-                .as_ref()
-                .and_then(|l| l.decided_on.as_deref())
-                .and_then(normalize_date);
-            let line = ChangeLine {
-                id: e.id.clone(),
-                change: IdState::Added.as_str().to_owned(),
-                key: key.to_owned(),
-                decided_on: decided,
-                content_hash: Some(e.content_hash.clone()),
-                at: e.fetched_at.clone(),
-            };
-            (IdState::Added, Some(line))
+    let ours = |v: &serde_json::Value| v.get("runId").and_then(|r| r.as_str()) == Some(run.as_str());
+    let read = |k: String| async move {
+        match deps.docs.get(&k).await {
+            Ok(Some(body)) => serde_json::from_slice::<serde_json::Value>(&body).ok(),
+            _ => None,
         }
-        _ => (IdState::Skipped, None),
+    };
+    let decided = msg
+        .listing
+        .as_ref()
+        .and_then(|l| l.decided_on.as_deref())
+        .and_then(normalize_date);
+    if let Some(e) = read(key.to_owned()).await.filter(ours) {
+        let state = match msg.reason {
+            Some(FetchReason::Revised | FetchReason::Refresh) => IdState::Revised,
+            _ => IdState::Added,
+        };
+        let line = ChangeLine {
+            id: msg.id.clone(),
+            change: state.as_str().to_owned(),
+            key: key.to_owned(),
+            decided_on: decided,
+            content_hash: e.get("contentHash").and_then(|h| h.as_str()).map(str::to_owned),
+            at: e
+                .get("fetchedAt")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_owned(),
+        };
+        return (state, Some(line));
     }
+    let Ok(missing_key) = layout::missing(&msg.id) else {
+        return (IdState::Skipped, None);
+    };
+    if let Some(m) = read(missing_key.clone()).await.filter(ours) {
+        // A recheck that found it still missing is no news; a first "missing" is.
+        let news = msg.reason != Some(FetchReason::Recheck);
+        let line = news.then(|| ChangeLine {
+            id: msg.id.clone(),
+            change: "missing".to_owned(),
+            key: missing_key,
+            decided_on: decided,
+            content_hash: None,
+            at: m
+                .get("checkedAt")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default()
+                .to_owned(),
+        });
+        return (IdState::Missing, line);
+    }
+    (IdState::Skipped, None)
 }
 
 fn old_listing_hash(held: Option<&Held>) -> Option<String> {
@@ -741,7 +776,11 @@ pub async fn page_buried(deps: &Deps, req: &SearchRequest) {
     };
     match deps.runs.page(run, &count).await {
         Ok((counted, probes_left)) => {
-            if probes_left == Some(0) {
+            let months_done = match counted {
+                Counted::Already if month_probe => months_answered(deps, run).await.unwrap_or(false),
+                _ => probes_left == Some(0),
+            };
+            if months_done {
                 let all = super::schedule::all_probe(run, req.refresh);
                 if let Err(e) = super::schedule::send_searches(deps, &[all]).await {
                     tracing::warn!(run = %run, error = %e, "whole-list probe not sent");

@@ -188,6 +188,11 @@ pub struct RunStatus {
     /// Per part (window): `totalCnt` as its first page reported it, and the ids (and hits
     /// without id) its pages listed.
     pub part_totals: BTreeMap<String, (u64, u64)>,
+    /// Bumped by every change a record would show; a record written from an older one
+    /// leaves the run owed.
+    pub version: u64,
+    /// The feed files written for the run, oldest first.
+    pub feed: Vec<String>,
 }
 
 impl RunStatus {
@@ -593,6 +598,11 @@ impl Runs {
             ids_seen: num("seen")?,
             counts,
             part_totals,
+            version: num("version")?,
+            feed: match fields.get("feed") {
+                Some(f) => serde_json::from_str(f).map_err(|_| RunError::Corrupt(run.clone(), "feed"))?,
+                None => Vec::new(),
+            },
         }))
     }
 
@@ -624,6 +634,26 @@ impl Runs {
     /// own keys name them too.
     fn shared_keys(&self) -> RunKeys {
         self.ns.run("")
+    }
+
+    /// Adds `part` to the parts `run` waits for, before its first page is sent: a probe
+    /// whose count is retried after its window was read may decide otherwise, and the run
+    /// must wait for the window all the same.
+    pub async fn expect(&self, run: &RunId, part: &str) -> Result<(), RunError> {
+        let keys = self.keys(run);
+        let _: () = redis::pipe()
+            .cmd("SADD")
+            .arg(&keys.parts)
+            .arg(part)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&keys.parts)
+            .arg(RUN_KEYS_TTL.as_millis() as u64)
+            .ignore()
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(RedisFailure::from)?;
+        Ok(())
     }
 
     /// Whether page `page` of `part` was counted (a repeated probe is not asked again).
@@ -673,6 +703,8 @@ impl Runs {
                 .arg(crate::clock::now_millis())
                 .arg("0")
                 .arg(RUN_KEYS_TTL.as_millis() as u64)
+                .arg(0)
+                .arg("")
                 .invoke_async(&mut self.redis.clone())
                 .await
                 .map_err(RedisFailure::from)?;
@@ -684,14 +716,8 @@ impl Runs {
             .await
             .map_err(RedisFailure::from)?;
         let now = crate::clock::now_millis();
-        let mut feed: Vec<String> = redis::cmd("HGET")
-            .arg(&keys.run)
-            .arg("feed")
-            .query_async::<Option<String>>(&mut self.redis.clone())
-            .await
-            .map_err(RedisFailure::from)?
-            .and_then(|f| serde_json::from_str(&f).ok())
-            .unwrap_or_default();
+        let mut feed = status.feed.clone();
+        let mut written = String::new();
         if !lines.is_empty() {
             let key = feed_key(now, run);
             let mut body = String::new();
@@ -700,14 +726,8 @@ impl Runs {
                 body.push('\n');
             }
             docs.put(&key, body.as_bytes()).await?;
-            feed.push(key);
-            let _: () = redis::cmd("HSET")
-                .arg(&keys.run)
-                .arg("feed")
-                .arg(serde_json::to_string(&feed).unwrap_or_default())
-                .query_async(&mut self.redis.clone())
-                .await
-                .map_err(RedisFailure::from)?;
+            feed.push(key.clone());
+            written = key;
         }
         let discrepancies = status.discrepancies();
         let record = RunRecord {
@@ -744,7 +764,9 @@ impl Runs {
         call.arg(run.as_str())
             .arg(now)
             .arg(if record.discrepancies.is_empty() { "0" } else { "1" })
-            .arg(RUN_KEYS_TTL.as_millis() as u64);
+            .arg(RUN_KEYS_TTL.as_millis() as u64)
+            .arg(status.version)
+            .arg(written);
         for (id, line) in &lines {
             call.arg(id).arg(line);
         }
@@ -868,6 +890,8 @@ mod tests {
             probes_left: 0,
             unheld_probed: 0,
             probed_total: 0,
+            version: 0,
+            feed: Vec::new(),
             hits_without_id: 0,
             ids_seen: 412,
             counts: BTreeMap::new(),
