@@ -12,7 +12,8 @@ use super::sqs::DetailMessage;
 use crate::deadline::Deadline;
 use crate::drainer::Outcome;
 use crate::gate::{GateError, Refusal};
-use crate::law::{Disposition, LawError, Probe, SearchRequest};
+use crate::law::calendar::normalize_date;
+use crate::law::{Disposition, LawError, PrecedentSummary, Probe, SearchRequest};
 use crate::mirror::StoredEvent;
 use crate::mirror::envelope::{
     Envelope, MissingMarker, SCHEMA_VERSION, content_hash, listing_hash, parse_rfc3339_millis,
@@ -375,11 +376,7 @@ pub async fn run_detail(deps: &Deps, msg: &DetailMessage, deadline: Deadline) ->
         .and_then(Held::first_seen_ms)
         .or_else(|| msg.first_seen_at.as_deref().and_then(parse_rfc3339_millis));
     let listing_hash = msg.listing.as_ref().map(listing_hash);
-    let decided = msg
-        .listing
-        .as_ref()
-        .and_then(|l| l.decided_on.as_deref())
-        .and_then(normalize_date);
+    let decided = msg.listing.as_ref().and_then(PrecedentSummary::decided_yyyymmdd);
     match deps.law.detail_as_sent(id, deadline).await {
         Ok((parsed, detail)) => {
             let fetched_ms = crate::clock::now_millis();
@@ -514,11 +511,7 @@ async fn stored_by_this_run(deps: &Deps, msg: &DetailMessage, key: &str) -> (IdS
             _ => None,
         }
     };
-    let decided = msg
-        .listing
-        .as_ref()
-        .and_then(|l| l.decided_on.as_deref())
-        .and_then(normalize_date);
+    let decided = msg.listing.as_ref().and_then(PrecedentSummary::decided_yyyymmdd);
     if let Some(e) = read(key.to_owned()).await.filter(ours) {
         let state = match msg.reason {
             Some(FetchReason::Revised | FetchReason::Refresh) => IdState::Revised,
@@ -586,24 +579,6 @@ async fn write_index(deps: &Deps, id: &str, decided: Option<&str>, env: &Envelop
         .put(&key, body.as_bytes())
         .await
         .map_err(|e| JobError::Store(e.to_string()))
-}
-
-/// A decision date as `YYYYMMDD`, from any spelling law.go.kr uses (`2026.01.29`,
-/// `20260312`, `2026. 1. 15.`); `None` for an empty or impossible one.
-pub fn normalize_date(text: &str) -> Option<String> {
-    let parts: Vec<&str> = text
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty())
-        .collect();
-    let candidate = match parts.as_slice() {
-        [one] if one.len() == 8 => (*one).to_owned(),
-        [y, m, d] if y.len() == 4 && m.len() <= 2 && d.len() <= 2 => {
-            format!("{y}{:0>2}{:0>2}", m, d)
-        }
-        _ => return None,
-    };
-    crate::law::calendar::day_number(&candidate).ok()?;
-    Some(candidate)
 }
 
 /// Runs `job` for the drainer and says how it went.

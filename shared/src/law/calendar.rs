@@ -81,6 +81,24 @@ pub fn yyyymmdd(day: i64) -> String {
     format!("{y:04}{m:02}{:02}", day - days_from_civil(y, m, 1) + 1)
 }
 
+/// A decision date as `YYYYMMDD`, from any spelling law.go.kr uses (`2026.01.29`,
+/// `20260312`, `2026. 1. 15.`); `None` for an empty or impossible one.
+pub fn normalize_date(text: &str) -> Option<String> {
+    let parts: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let candidate = match parts.as_slice() {
+        [one] if one.len() == 8 => (*one).to_owned(),
+        [y, m, d] if y.len() == 4 && m.len() <= 2 && d.len() <= 2 => {
+            format!("{y}{:0>2}{:0>2}", m, d)
+        }
+        _ => return None,
+    };
+    day_number(&candidate).ok()?;
+    Some(candidate)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +127,19 @@ mod tests {
         assert_eq!(day_number("20260132"), Err(BadDate::Day));
         assert_eq!(day_number("20260431"), Err(BadDate::Day));
         assert!(!BadDate::Shape(7).to_string().contains("2026010"));
+    }
+
+    #[test]
+    fn decision_dates_read_in_every_spelling_law_go_kr_uses() {
+        for (text, want) in [
+            ("2026.01.29", Some("20260129")),
+            ("20260312", Some("20260312")),
+            ("2026. 1. 15.", Some("20260115")),
+            ("", None),
+            ("2026.02.30", None),
+            ("2026.1", None),
+        ] {
+            assert_eq!(normalize_date(text).as_deref(), want, "{text:?}");
+        }
     }
 }

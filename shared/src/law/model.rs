@@ -239,6 +239,15 @@ pub struct PrecedentSummary {
     pub data_source: Option<String>,
 }
 
+impl PrecedentSummary {
+    /// Its decision date as `YYYYMMDD`, however it was listed; `None` when it has none.
+    pub fn decided_yyyymmdd(&self) -> Option<String> {
+        self.decided_on
+            .as_deref()
+            .and_then(super::calendar::normalize_date)
+    }
+}
+
 /// One page of search results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SearchPage {

@@ -89,7 +89,7 @@ pub fn held_from_body(body: &[u8]) -> Option<(super::held::Held, Option<String>)
     let decided = text("/listing/선고일자")
         .or_else(|| text("/detail/선고일자"))
         .or_else(|| text("/선고일자"))
-        .and_then(|d| crate::app::jobs::normalize_date(&d));
+        .and_then(|d| crate::law::calendar::normalize_date(&d));
     if v.get("status").and_then(Value::as_str) == Some("not_found") {
         let checked_ms = v.get("checkedAtMs").and_then(Value::as_u64)?;
         return Some((
