@@ -44,6 +44,8 @@ pub enum ExitStatus {
     Unavailable = 4,
     /// The event given to `invoke` cannot be read, or is not what the function takes.
     Input = 5,
+    /// `probe` ran and found law.go.kr behaving otherwise than the mirror assumes.
+    Differs = 6,
 }
 
 impl ExitStatus {
@@ -67,7 +69,8 @@ Exit status:
   2  usage: a bad flag or flag value
   3  configuration: an environment variable (or the secret it names) missing or invalid
   4  unavailable: Redis could not be reached
-  5  input: the event cannot be read or is not what the function takes";
+  5  input: the event cannot be read or is not what the function takes
+  6  probe: an assumption of the mirror differs (see the report)";
 
 /// Why a command failed. The texts are sanitized, safe to print: none carries the key.
 #[derive(Debug, thiserror::Error)]
@@ -96,6 +99,9 @@ pub enum CliError {
     /// A run could not be counted or read.
     #[error(transparent)]
     Run(#[from] crate::mirror::runs::RunError),
+    /// The backfill could not be planned or read.
+    #[error("lawsync backfill: {0}")]
+    Backfill(crate::app::backfill::BackfillError),
     /// `lawsync local` could not run.
     #[error(transparent)]
     Local(#[from] LocalError),
@@ -126,6 +132,9 @@ pub enum CliError {
     /// The output could not be written as JSON.
     #[error("{0}")]
     Output(serde_json::Error),
+    /// `probe` could not run, or found assumptions that differ.
+    #[error(transparent)]
+    Probe(#[from] crate::probe::cli::ProbeCliError),
 }
 
 /// An event for `invoke` that cannot be used. Never quotes the event.
@@ -156,6 +165,12 @@ impl CliError {
             | CliError::RunId(_) => ExitStatus::Usage,
             CliError::Run(crate::mirror::runs::RunError::Redis(e)) => store_status(e),
             CliError::Run(_) | CliError::NoSuchRun(_) | CliError::RunRecord(_) => ExitStatus::Failure,
+            CliError::Backfill(crate::app::backfill::BackfillError::Request(_)) => ExitStatus::Usage,
+            CliError::Backfill(
+                crate::app::backfill::BackfillError::Redis(e)
+                | crate::app::backfill::BackfillError::Run(crate::mirror::runs::RunError::Redis(e)),
+            ) => store_status(e),
+            CliError::Backfill(_) => ExitStatus::Failure,
             // Options that cannot run (and, rarely, an environment's thread that would not
             // start: `LocalError` does not tell them apart).
             CliError::Local(LocalError::Options(_)) => ExitStatus::Usage,
@@ -164,6 +179,7 @@ impl CliError {
             CliError::Store(e) | CliError::Gate(GateError::Unavailable(e)) => store_status(e),
             CliError::Outbox(OutboxError::NotConfigured(_)) => ExitStatus::Config,
             CliError::Event(_) => ExitStatus::Input,
+            CliError::Probe(e) => e.exit_status(),
             CliError::EventsFile { .. }
             | CliError::Gate(_)
             | CliError::Outbox(OutboxError::Sqs(_))
@@ -184,7 +200,7 @@ fn startup_status(e: &StartupError) -> ExitStatus {
     }
 }
 
-fn store_status(e: &RedisFailure) -> ExitStatus {
+pub(crate) fn store_status(e: &RedisFailure) -> ExitStatus {
     match e {
         RedisFailure::Unreachable(_) | RedisFailure::Timeout => ExitStatus::Unavailable,
         // It says which setting decides: REDIS_CLUSTER.
@@ -228,6 +244,9 @@ pub enum Command {
         #[command(flatten)]
         window: SyncWindow,
     },
+    /// Mirror a range of decision dates in month windows (and the undated hits): resumable,
+    /// released under a watermark, giving way to daily runs. `sync status` shows it.
+    Backfill(BackfillArgs),
     /// Run the functions on this machine as AWS runs them: an SQS event source mapping per
     /// queue with N concurrent environments, and the drainer on its schedule.
     Local(LocalArgs),
@@ -241,6 +260,9 @@ pub enum Command {
         #[command(subcommand)]
         action: GateAction,
     },
+    /// Check, in a few dozen calls through the gate, what the mirror assumes of law.go.kr
+    /// (paging depth, totalCnt, undated hits, spellings, 국세 details): run it before a backfill.
+    Probe(crate::probe::cli::ProbeArgs),
 }
 
 /// `lawsync sync`'s window.
@@ -261,6 +283,20 @@ pub struct SyncWindow {
     /// Fetch every precedent listed again, held or not.
     #[arg(long)]
     pub refresh: bool,
+}
+
+/// `lawsync backfill`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackfillArgs {
+    /// First decision date, YYYYMMDD.
+    #[arg(long)]
+    pub from: String,
+    /// Last decision date, YYYYMMDD.
+    #[arg(long)]
+    pub to: String,
+    /// Search windows already done again (held precedents still cost no call).
+    #[arg(long)]
+    pub again: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -384,9 +420,11 @@ pub async fn run(args: Args) -> Result<(), CliError> {
             ..
         } => sync_status(run, limit, args.json).await,
         Command::Sync { action: None, window } => sync(window, args.json).await,
+        Command::Backfill(b) => backfill(b, args.json).await,
         Command::Local(local) => run_local(local).await,
         Command::Queue { action } => queue(action, args.json).await,
         Command::Gate { action } => gate(action, args.json).await,
+        Command::Probe(probe) => Ok(crate::probe::cli::run(probe, args.json).await?),
     }
 }
 
@@ -553,12 +591,35 @@ async fn sync(w: SyncWindow, json: bool) -> Result<(), CliError> {
     }
 }
 
+async fn backfill(a: BackfillArgs, json: bool) -> Result<(), CliError> {
+    use crate::app::backfill::{BackfillError, BackfillRequest};
+    let req = BackfillRequest {
+        from: a.from,
+        to: a.to,
+        again: a.again,
+    };
+    // A bad range is a usage error, said before anything is set up.
+    req.windows_as("--from", "--to")
+        .map_err(|e| CliError::Backfill(BackfillError::Request(e)))?;
+    let (deps, _) = deps().await?;
+    let status = crate::app::backfill::start(&deps, &req)
+        .await
+        .map_err(CliError::Backfill)?;
+    if json {
+        return print_json(&serde_json::json!({ "backfill": req, "status": status }));
+    }
+    println!("{}", status.text(crate::clock::now_millis()));
+    println!("follow it with: lawsync sync status");
+    Ok(())
+}
+
 async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<(), CliError> {
     use crate::mirror::runs::{RunId, Runs};
     let run = run
         .map(|r| RunId::parse(&r).map_err(CliError::RunId))
         .transpose()?;
     let (cfg, conn, ns) = redis_only().await?;
+    let runs_conn = conn.clone();
     let runs = Runs::new(conn, &ns);
     let now = crate::clock::now_millis();
     let statuses = match &run {
@@ -586,23 +647,23 @@ async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<()
         },
         None => runs.list(limit).await?,
     };
+    let backfill = if run.is_none() {
+        let queue = crate::queue::RetryQueue::new(runs_conn.clone(), &ns);
+        crate::app::backfill::status_in(&runs, &queue, &ns)
+            .await
+            .map_err(CliError::Backfill)?
+    } else {
+        None
+    };
+    if json && run.is_none() {
+        let list: Vec<serde_json::Value> = statuses.iter().map(|s| status_json(s, now)).collect();
+        return print_json(&serde_json::json!({ "backfill": backfill, "runs": list }));
+    }
+    if let Some(b) = &backfill {
+        println!("{}\n", b.text(now));
+    }
     if json {
-        let out: Vec<serde_json::Value> = statuses
-            .iter()
-            .map(|s| {
-                let (rate, eta) = s.rate_and_eta(now);
-                serde_json::json!({
-                    "status": s,
-                    "complete": s.completed_ms.is_some(),
-                    "progress": s.progress(),
-                    "idsPerSecond": rate,
-                    "etaSeconds": eta.map(|d| d.as_secs()),
-                    "outstanding": s.outstanding(),
-                    "fetched": s.fetched(),
-                    "discrepancies": s.discrepancies(),
-                })
-            })
-            .collect();
+        let out: Vec<serde_json::Value> = statuses.iter().map(|s| status_json(s, now)).collect();
         return print_json(&out);
     }
     if statuses.is_empty() {
@@ -612,6 +673,20 @@ async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<()
         println!("{}", s.text(now));
     }
     Ok(())
+}
+
+fn status_json(s: &crate::mirror::runs::RunStatus, now: u64) -> serde_json::Value {
+    let (rate, eta) = s.rate_and_eta(now);
+    serde_json::json!({
+        "status": s,
+        "complete": s.completed_ms.is_some(),
+        "progress": s.progress(),
+        "idsPerSecond": rate,
+        "etaSeconds": eta.map(|d| d.as_secs()),
+        "outstanding": s.outstanding(),
+        "fetched": s.fetched(),
+        "discrepancies": s.discrepancies(),
+    })
 }
 
 /// Redis and the namespace only: `queue` needs no key, so a missing `LAW_API_OC` is not an
@@ -821,6 +896,7 @@ mod tests {
             ExitStatus::Config,
             ExitStatus::Unavailable,
             ExitStatus::Input,
+            ExitStatus::Differs,
         ] {
             assert!(
                 EXIT_STATUS_HELP.contains(&format!("\n  {}  ", s.code())),

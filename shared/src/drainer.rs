@@ -1,16 +1,28 @@
 //! The drainer: retries parked jobs in passes, one drainer at a time cluster-wide.
 //!
 //! A run takes the single-runner lock, then repeats: a pass (claim a batch sized to what
-//! the gate can serve before the deadline, dispatch each job by type, settle each), then
-//! a fixed delay of `DRAIN_INTERVAL_MS` counted from the pass's end (the seed's
-//! `fixedDelay`), until the deadline leaves no room for another pass. Entries not worked
-//! when time runs out go back unchanged; a drainer killed mid-pass loses nothing, because
-//! its leases expire and the entries come back. A job the rate gate refuses (a cooldown,
-//! a full gate, an unsettled or unreachable gate) was not attempted: it goes back unchanged,
-//! due when the gate expects room, and the run ends.
+//! the gate can serve before the deadline, work its jobs several at once, each dispatched
+//! by type and settled as it ends), then a fixed delay of `DRAIN_INTERVAL_MS` counted from
+//! the pass's end (the seed's `fixedDelay`), until the deadline leaves no room for another
+//! pass. A scheduled run goes straight on while entries are due and sleeps until the next
+//! one falls due while its deadline leaves room for a call after it.
+//!
+//! Jobs are launched one gate pace apart (at once when none is in flight), up to
+//! [`drain_jobs_in_flight`]: while one call waits for a slow reply or its document is
+//! stored, the next waits at the gate for its slot, so the key is not idled by one slow
+//! call. The gate spaces every start, as it does for any caller.
+//!
+//! Entries not worked when time runs out go back unchanged; a drainer killed mid-pass
+//! loses nothing, because its leases expire and the entries come back. A job the rate gate
+//! refuses (a cooldown, a full gate, an unsettled or unreachable gate) was not attempted:
+//! it goes back unchanged, due when the gate expects room; no new job starts, the jobs in
+//! flight finish, and a scheduled run whose deadline leaves room waits until then and goes
+//! on (any other run ends), so the key is called again within about an interval of the
+//! cooldown's end.
 
 use std::time::{Duration, Instant};
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use tracing::Instrument;
 
 use crate::alert::{AlertError, AlertSink, DeadLetterAlert};
@@ -19,6 +31,7 @@ use crate::law::BoxFuture;
 use crate::lock::RunnerLock;
 use crate::policy::{
     ALERT_TIMEOUT, ALERTS_PER_PASS, DEFAULT_LEASE, LEASE_MARGIN, MAX_CLAIM_BATCH, MIN_CALL_WINDOW,
+    drain_jobs_in_flight,
 };
 use crate::queue::{ErrorNote, Job, Leased, RetryQueue, Settled};
 use crate::redis_conn::RedisFailure;
@@ -40,9 +53,20 @@ pub enum Outcome {
     /// gate refused a slot (a cooldown, callers ahead beyond the wait bound, an unsettled
     /// or unreachable gate). The upstream was not called. Released with its retry count and
     /// history unchanged: due again at once (`retry_in: None`), or after `retry_in`, when
-    /// the gate expects room. The rest of the batch goes back unchanged and the run ends.
+    /// the gate expects room. No new job starts and the rest of the batch goes back
+    /// unchanged; a scheduled run waits `retry_in` when its deadline allows, else it ends.
     NotStarted {
         retry_in: Option<Duration>,
+        /// Whether `retry_in` is when the gate expects room (a cooldown's end, the slot
+        /// behind the callers ahead), not a guess for a gate that could not say (unsettled,
+        /// unreachable): only then does a scheduled run wait for it rather than end.
+        room_known: bool,
+    },
+    /// Not worked because other work goes first (a backfill job while a daily run is
+    /// open). The upstream was not called. Released unchanged, due after `retry_in`; the
+    /// pass goes on with the next job.
+    Deferred {
+        retry_in: Duration,
     },
 }
 
@@ -107,7 +131,7 @@ pub struct PassReport {
     pub started_ms: u64,
     pub ended_ms: u64,
     /// A job was not started (no time before the deadline, or the rate gate refused): it
-    /// and the rest were released unchanged, and the run ends.
+    /// and the rest were released unchanged; the run waits for the gate's room or ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub out_of_room: bool,
 }
@@ -121,6 +145,24 @@ pub enum DrainReport {
     Ran {
         passes: Vec<PassReport>,
     },
+}
+
+/// How a pass ended: its report, and when the gate expects room again if it refused a job.
+struct PassEnd {
+    report: PassReport,
+    room_at: Option<tokio::time::Instant>,
+}
+
+/// One job's part of a pass.
+struct Worked {
+    /// Its counts (succeeded, failed, dead-lettered or skipped).
+    tally: PassReport,
+    /// `Some(room_in)` when it was not started ([`Outcome::NotStarted`]); `room_in` is
+    /// when the gate expects room, if it said.
+    not_started: Option<Option<Duration>>,
+    /// When its handler returned.
+    ended: tokio::time::Instant,
+    settled: Result<(), RedisFailure>,
 }
 
 /// A drainer over one queue.
@@ -140,8 +182,9 @@ pub struct Drainer<'a> {
 pub struct DrainHooks<'a> {
     /// Sees each pass as it ends; the run's report comes only at its end.
     pub on_pass: Option<&'a (dyn Fn(&PassReport) + Send + Sync)>,
-    /// Ends the run early once it reads true: no new job starts, the jobs not yet worked go
-    /// back unchanged, the sleep between passes is cut short, and the lock is released.
+    /// Ends the run early once it reads true: no new job starts, the jobs in flight finish
+    /// and settle, the jobs not yet started go back unchanged, the sleep between passes is
+    /// cut short, and the lock is released.
     pub stop: Option<&'a tokio::sync::watch::Receiver<bool>>,
 }
 
@@ -195,7 +238,10 @@ impl Drainer<'_> {
         let result = async {
             loop {
                 let span = tracing::info_span!("drainer.pass", n = passes.len() + 1);
-                let pass = self.pass(deadline, start).instrument(span).await?;
+                let PassEnd {
+                    report: pass,
+                    room_at,
+                } = self.pass(deadline, start).instrument(span).await?;
                 tracing::info!(
                     claimed = pass.claimed,
                     succeeded = pass.succeeded,
@@ -210,18 +256,40 @@ impl Drainer<'_> {
                 let worked = pass.claimed > 0;
                 let out_of_room = pass.out_of_room;
                 passes.push(pass);
-                if out_of_room {
-                    return Ok(());
-                }
                 let more = self.cfg.max_passes.is_none_or(|m| (passes.len() as u32) < m);
-                if !more || self.hooks.stopping() || !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
+                if !more || self.hooks.stopping() {
                     return Ok(());
                 }
-                // A scheduled run (no pass count) is billed for every second it sleeps: it
-                // goes straight on while entries are due, and ends when nothing falls due
-                // before its next pass would start; what is parked later waits for the next
-                // scheduled run at most.
-                let pause = if self.cfg.max_passes.is_none() {
+                // A scheduled run (no pass count, with a deadline) is billed for every second
+                // it sleeps, but a key idle while parked work waits is the dearer waste: it
+                // sleeps until the next entry falls due (or the gate has room again after a
+                // refusal) whenever its deadline leaves room for a call after that, and ends
+                // only when nothing falls due in time; what is parked later waits for the
+                // next scheduled run at most.
+                let sleeps_for = |d: Duration| {
+                    self.cfg.linger
+                        && self.cfg.max_passes.is_none()
+                        && deadline.usable().is_some()
+                        && deadline.allows(d + MIN_CALL_WINDOW)
+                };
+                let pause = if out_of_room {
+                    // The gate refused (a cooldown, callers ahead) or time ran out. A
+                    // scheduled run waits for the room the gate expects and goes on, so the
+                    // first call after a cooldown starts within about an interval of its end.
+                    let now = tokio::time::Instant::now();
+                    match room_at.map(|at| at.saturating_duration_since(now)) {
+                        Some(d) if sleeps_for(d) => {
+                            tracing::info!(
+                                wait_ms = d.as_millis() as u64,
+                                "drainer: the gate has no room; waiting until it expects some"
+                            );
+                            d
+                        }
+                        _ => return Ok(()),
+                    }
+                } else if !deadline.allows(self.cfg.interval + MIN_CALL_WINDOW) {
+                    return Ok(());
+                } else if self.cfg.max_passes.is_none() {
                     let stats = self.queue.stats().await?;
                     match stats.next_due_in {
                         // (A pass that could claim nothing due does not spin.)
@@ -229,11 +297,11 @@ impl Drainer<'_> {
                         // An SQS handler does not wait for work: it ends when nothing is due.
                         _ if !self.cfg.linger => return Ok(()),
                         _ if stats.due_now > 0 => self.cfg.interval,
-                        Some(d) if d <= self.cfg.interval => d,
+                        Some(d) if d <= self.cfg.interval || sleeps_for(d) => d,
                         _ => {
                             tracing::info!(
                                 next_due_in_ms = stats.next_due_in.map(|d| d.as_millis() as u64),
-                                "drainer: nothing falls due before the next pass; run ends"
+                                "drainer: nothing falls due before the run's deadline; run ends"
                             );
                             return Ok(());
                         }
@@ -258,11 +326,12 @@ impl Drainer<'_> {
         result.map(|()| DrainReport::Ran { passes })
     }
 
-    async fn pass(&self, deadline: Deadline, start: Instant) -> Result<PassReport, RedisFailure> {
+    async fn pass(&self, deadline: Deadline, start: Instant) -> Result<PassEnd, RedisFailure> {
         let mut report = PassReport {
             started_ms: start.elapsed().as_millis() as u64,
             ..PassReport::default()
         };
+        let mut room_at = None;
         // Leases outlive the invocation by a margin; without a deadline (the CLI), work stops
         // a margin before the lease ends, so no job runs after another drainer could own it.
         let (lease, work_until) = match deadline.usable() {
@@ -279,31 +348,7 @@ impl Drainer<'_> {
             report.claimed = claim.entries.len() as u32;
             report.reclaimed = claim.reclaimed;
             report.dead_lettered += claim.corrupt.len() as u32;
-            let mut entries = claim.entries.into_iter();
-            for leased in entries.by_ref() {
-                if !work_until.allows(MIN_CALL_WINDOW) || self.hooks.stopping() {
-                    self.skip(&leased, &mut report).await?;
-                    break;
-                }
-                let span =
-                    tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
-                let outcome = self
-                    .handler
-                    .handle(&leased.job, work_until)
-                    .instrument(span.clone())
-                    .await;
-                let out_of_room = matches!(outcome, Outcome::NotStarted { .. });
-                self.settle(&leased, outcome, &mut report)
-                    .instrument(span)
-                    .await?;
-                if out_of_room {
-                    report.out_of_room = true;
-                    break;
-                }
-            }
-            for leased in entries {
-                self.skip(&leased, &mut report).await?;
-            }
+            room_at = self.work_batch(claim.entries, work_until, &mut report).await?;
         }
         if self.cfg.send_alerts {
             report.alert_delivered = self.flush_alerts(deadline).await?;
@@ -311,7 +356,105 @@ impl Drainer<'_> {
         let alerts = self.cfg.send_alerts.then_some(self.alerts);
         self.handler.after_pass(alerts, deadline).await;
         report.ended_ms = start.elapsed().as_millis() as u64;
-        Ok(report)
+        Ok(PassEnd { report, room_at })
+    }
+
+    /// Works a claimed batch, several jobs at once ([`drain_jobs_in_flight`]), launched one
+    /// gate pace apart (or at once when none is in flight), so that while one call is in
+    /// flight the next is already waiting at the gate for its slot; the gate spaces every
+    /// start. Each job settles its own entry as soon as it ends. A job not started (the
+    /// deadline, a gate refusal) stops the launches: the jobs in flight finish and settle,
+    /// the rest go back unchanged. Returns when the gate expects room again, if a refusal
+    /// said so. A Redis failure settling one job stops the launches too; the others in
+    /// flight still settle, what is left is released if Redis allows (else its leases
+    /// expire), and the first failure is returned: no entry is lost or settled twice.
+    async fn work_batch(
+        &self,
+        entries: Vec<Leased>,
+        work_until: Deadline,
+        report: &mut PassReport,
+    ) -> Result<Option<tokio::time::Instant>, RedisFailure> {
+        let depth = drain_jobs_in_flight(self.cfg.time_per_job);
+        let mut waiting = entries.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut next_launch = tokio::time::Instant::now();
+        let mut launching = true;
+        let mut room_at: Option<tokio::time::Instant> = None;
+        let mut failure = None;
+        loop {
+            let room = launching && running.len() < depth && waiting.len() > 0;
+            if room && (!work_until.allows(MIN_CALL_WINDOW) || self.hooks.stopping()) {
+                launching = false;
+                continue;
+            }
+            let now = tokio::time::Instant::now();
+            if room && (running.is_empty() || now >= next_launch) {
+                if let Some(leased) = waiting.next() {
+                    running.push(self.work(leased, work_until));
+                    next_launch = now + self.cfg.time_per_job;
+                }
+                continue;
+            }
+            if running.is_empty() {
+                break;
+            }
+            tokio::select! {
+                Some(job) = running.next() => {
+                    report.succeeded += job.tally.succeeded;
+                    report.failed += job.tally.failed;
+                    report.dead_lettered += job.tally.dead_lettered;
+                    report.skipped += job.tally.skipped;
+                    if let Some(retry_in) = job.not_started {
+                        report.out_of_room = true;
+                        launching = false;
+                        if let Some(at) = retry_in.map(|d| job.ended + d) {
+                            room_at = Some(room_at.map_or(at, |r| r.min(at)));
+                        }
+                    }
+                    if let Err(e) = job.settled {
+                        launching = false;
+                        failure.get_or_insert(e);
+                    }
+                }
+                () = tokio::time::sleep_until(next_launch), if room => {}
+            }
+        }
+        for leased in waiting {
+            match self.skip(&leased, report).await {
+                Ok(()) => {}
+                Err(e) if failure.is_some() => {
+                    tracing::warn!(error = %e, "drainer: entry not released; it comes back when its lease ends");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(room_at),
+        }
+    }
+
+    /// One job: handled, then its entry settled.
+    async fn work(&self, leased: Leased, work_until: Deadline) -> Worked {
+        let span = tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
+        let outcome = self
+            .handler
+            .handle(&leased.job, work_until)
+            .instrument(span.clone())
+            .await;
+        let ended = tokio::time::Instant::now();
+        let not_started = match outcome {
+            Outcome::NotStarted { retry_in, room_known } => Some(retry_in.filter(|_| room_known)),
+            _ => None,
+        };
+        let mut tally = PassReport::default();
+        let settled = self.settle(&leased, outcome, &mut tally).instrument(span).await;
+        Worked {
+            tally,
+            not_started,
+            ended,
+            settled,
+        }
     }
 
     /// Sends one grouped alert for the dead letters not yet alerted (this pass's and any an
@@ -397,12 +540,21 @@ impl Drainer<'_> {
                     report.skipped += 1;
                 }
             }
-            Outcome::NotStarted { retry_in: None } => {
+            Outcome::NotStarted { retry_in: None, .. } => {
                 tracing::info!("drainer: no room before the run's deadline; released unchanged");
                 self.skip(leased, report).await?;
             }
+            Outcome::Deferred { retry_in } => {
+                tracing::info!(
+                    due_in_ms = retry_in.as_millis() as u64,
+                    "drainer: other work goes first; released unchanged"
+                );
+                self.queue.release_until(leased, retry_in).await?;
+                report.skipped += 1;
+            }
             Outcome::NotStarted {
                 retry_in: Some(delay),
+                ..
             } => {
                 tracing::info!(
                     due_in_ms = delay.as_millis() as u64,

@@ -126,6 +126,22 @@ impl Namespace {
         }
     }
 
+    /// Hash: the backfill's windows (`w:<window>` → its state) and its counters.
+    pub fn backfill(&self) -> String {
+        format!("{}:backfill", self.tag)
+    }
+
+    /// Hash: `w:<window>` → the time a backfill window was released (its release claim).
+    pub fn backfill_claims(&self) -> String {
+        format!("{}:backfill:claims", self.tag)
+    }
+
+    /// Hash: open runs that are not backfill windows → the time (ms) after which they no
+    /// longer hold the backfill back.
+    pub fn foreground_runs(&self) -> String {
+        format!("{}:runs:foreground", self.tag)
+    }
+
     /// The drainer's single-runner lock.
     pub fn drainer_lock(&self) -> String {
         format!("{}:drainer:lock", self.tag)

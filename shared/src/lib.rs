@@ -14,6 +14,7 @@
 //! - [`local_events`]: the event lines `lawsync local` writes, as [`LocalEvent`](local_events::LocalEvent).
 //! - [`clock`]: instants as Unix epoch milliseconds.
 //! - [`config`]: reads and validates every environment variable, once.
+//! - [`probe`]: `lawsync probe`, a few dozen calls that check the API's behaviour the mirror relies on.
 //! - [`policy`]: every policy number (1 req/s, 30 s, 16 MiB, ...) with its reason.
 //! - [`secret`]: [`Secret`], the string that formats as `***`.
 //! - [`secrets`]: secrets given as Secrets Manager ARNs, resolved once per cold start.
@@ -55,6 +56,7 @@ pub mod lua;
 pub mod metrics;
 pub mod mirror;
 pub mod policy;
+pub mod probe;
 pub mod queue;
 pub mod redis_conn;
 pub mod secret;

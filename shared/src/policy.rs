@@ -154,6 +154,26 @@ pub const HISTORY_STREAM_MAXLEN: usize = 10_000;
 pub const CLAIM_MOVE_LIMIT: usize = 200;
 /// Most entries leased in one claim: a 60 s drainer at one call per second cannot work more.
 pub const MAX_CLAIM_BATCH: usize = 50;
+/// How slow a law.go.kr reply may be, in gate paces, before a drainer's pipeline can no
+/// longer keep the key busy: long judgments render slowly, up to about 1.5 intervals.
+pub const DRAIN_SLOW_REPLY_PACES: f64 = 1.5;
+/// Time a drainer job spends after its reply: storing the document (an S3 PUT, tens of ms,
+/// a few hundred at its slowest) and settling its entry (one Redis round trip).
+pub const DRAIN_JOB_AFTER_REPLY: Duration = Duration::from_millis(300);
+/// Most jobs one drainer pass works at once: it bounds what one drainer holds open (HTTP
+/// connections, a reply in memory each) at fast paces, where [`drain_jobs_in_flight`]
+/// would run to hundreds; 16 still cover 32 ms of store and settle at a 2 ms pace.
+pub const MAX_DRAIN_JOBS_IN_FLIGHT: usize = 16;
+/// Jobs a drainer pass works at once, launched one gate `pace` apart. A job holds its place
+/// for its gate wait (up to a pace), its reply (up to [`DRAIN_SLOW_REPLY_PACES`]) and its
+/// store and settle ([`DRAIN_JOB_AFTER_REPLY`]); with that many in flight, the next call
+/// is always waiting at the gate when a slot opens, so a slow reply never idles the key.
+/// Three at law.go.kr's pace (1,060 ms). The gate still spaces every start.
+pub fn drain_jobs_in_flight(pace: Duration) -> usize {
+    let pace = pace.max(Duration::from_millis(1));
+    let held = pace + pace.mul_f64(DRAIN_SLOW_REPLY_PACES) + DRAIN_JOB_AFTER_REPLY;
+    (held.as_micros().div_ceil(pace.as_micros()) as usize).clamp(1, MAX_DRAIN_JOBS_IN_FLIGHT)
+}
 /// Most dead letters one redrive script takes; `redrive` loops, so one call never blocks
 /// Redis for long however many there are.
 pub const REDRIVE_BATCH: usize = 500;
@@ -167,9 +187,10 @@ pub const LEASE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 /// Bound on one alert delivery: an alert is not worth holding a drainer pass.
 pub const ALERT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long `lawsync local`, told to stop, lets a drainer run finish the job in hand (one
-/// call with its gate wait at the default pace) before dropping it; past it, the leases and
-/// the lock expire on their own, as after a crash.
+/// How long `lawsync local`, told to stop, lets a drainer run finish the jobs in flight
+/// (three at the default pace, launched a pace apart: the last starts within about two
+/// paces, 2.1 s, and a reply takes well under a second) before dropping them; past it, the
+/// leases and the lock expire on their own, as after a crash.
 pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------- the mirror
@@ -202,3 +223,57 @@ pub const DAILY_RECENT_MONTHS: u32 = 2;
 /// for 34 calls a day, 0.04 % of the key's 86,400. Later publications, undated precedents
 /// and revisions of older ones are caught by the whole-list probe and the weekly sweep.
 pub const DAILY_PROBE_MONTHS: u32 = 34;
+/// Work a backfill lets wait before it releases another window: detail messages its
+/// windows have sent and not settled, pages not read yet, and everything parked in the
+/// retry queue. About an hour of the key's calls at 1 call/s: enough that several windows
+/// are in flight and the key never waits on a window's first page, few enough that SQS
+/// and Redis hold thousands of entries, never the corpus's 100,000.
+pub const BACKFILL_WATERMARK: u64 = 4_000;
+/// Hits above which a backfill window is split in two (by decision date) instead of paged:
+/// 20 pages. Month windows of the corpus list a few hundred; a larger one is halved until
+/// it fits, so that no window outweighs the watermark and paging never goes deep.
+pub const BACKFILL_SPLIT_HITS: u64 = 2_000;
+/// How long backfill work found waiting beside a daily (or any other) run goes back to
+/// its queue: daily work goes first, and the daily run takes a minute or two of calls, so
+/// the backfill waits about that long, then finds the key free again.
+pub const BACKFILL_YIELD: Duration = Duration::from_secs(15);
+/// How long an open run that is not a backfill holds the backfill back at most: a run that
+/// never completes (its Redis keys lost mid-way) must not stop the backfill for good; a
+/// daily run finishes in minutes, a weekly sweep in well under this.
+pub const FOREGROUND_HOLD: Duration = Duration::from_secs(6 * 3_600);
+/// How long Redis keeps a backfill window's run counts after its record is written: its
+/// record in the store says everything after, and 100,000 ids counted for 90 days would
+/// make Redis a second copy of the corpus. A day covers late duplicate deliveries.
+pub const BACKFILL_WINDOW_KEEP: Duration = Duration::from_secs(86_400);
+/// Store reads in flight when a backfill is planned on a Redis that has forgotten it: each
+/// window's record is looked for, so completed windows are not searched again.
+pub const BACKFILL_RECORD_LOOKUPS_IN_FLIGHT: usize = 16;
+
+// ---------------------------------------------------------------- `lawsync probe`
+
+/// Most requests `lawsync probe` sends to law.go.kr, retries included: its checks take
+/// about 15 calls on a 100,000-hit list (a dozen of them the binary search for a paging
+/// limit), so 40 leaves room for retries while costing under two minutes and 0.05 % of the
+/// key's day. A call is started only while its attempts (`LAW_API_MAX_ATTEMPTS`) fit in
+/// what is left.
+pub const PROBE_BUDGET: u32 = 40;
+/// Pages of one date window read to compare their `totalCnt` and their ids: three pages are
+/// two comparisons, enough to see a count that moves with the page or a hit listed twice.
+pub const PROBE_WINDOW_PAGES: u32 = 3;
+/// Most steps of the binary search for the deepest page law.go.kr answers: 12 halvings
+/// pin it to one page in 4,096 (409,600 hits at 100 a page, four times the corpus).
+pub const PROBE_DEPTH_STEPS: u32 = 12;
+/// 국세 hits whose detail the probe asks for: about a third of them have none on the real
+/// service, so three show both answers (detail and "일치하는 판례가 없습니다") more often
+/// than not, for three calls.
+pub const PROBE_NTS_DETAILS: usize = 3;
+/// How long a backfill window marked released may have no run in Redis before a pump takes
+/// its release for lost (its releaser died before opening the run) and sends its first page
+/// itself. A release is a Redis write, a run opened and one SQS send, well under a second;
+/// a minute covers a slow send, and a pump meeting a release in progress does not send
+/// the window a second time (every page of it would be read twice).
+pub const BACKFILL_RELEASE_GRACE: Duration = Duration::from_secs(60);
+/// The earliest decision date a backfill accepts. law.go.kr's precedents begin after 1945
+/// (the courts of the Republic); a range before it is a typo (`00010101`) that would plan
+/// one window, one Redis field and one search call per month of it.
+pub const BACKFILL_EARLIEST: &str = "19450101";

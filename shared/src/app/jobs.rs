@@ -66,6 +66,19 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         return run_probe(deps, req, probe, deadline).await;
     }
     let page = deps.law.search(req, deadline).await?;
+    if let Some(run) = req.run.as_ref().filter(|r| r.is_backfill())
+        && super::backfill::split_if_large(deps, req, page.total).await?
+    {
+        // Replaced by its halves: this window ends here, listing nothing.
+        let count = PageCount {
+            part: &req.window_name(),
+            page: 1,
+            last: true,
+            ..Default::default()
+        };
+        count_page(deps, run, &count).await?;
+        return Ok(0);
+    }
     let now = crate::clock::now_millis();
     let ids: Vec<&str> = page.items.iter().map(|p| p.id.as_str()).collect();
     let held = deps
@@ -75,7 +88,17 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         .map_err(|e| JobError::Store(e.to_string()))?;
     let mut bodies = Vec::new();
     let mut states = Vec::with_capacity(ids.len());
+    // The backfill's undated window reads the whole list for the hits without a decision
+    // date; a dated hit there belongs to its month window, in the backfill or not.
+    let undated_only = req
+        .run
+        .as_ref()
+        .is_some_and(|r| r.as_str() == super::backfill::UNDATED_RUN);
     for (hit, held) in page.items.iter().zip(&held) {
+        if undated_only && hit.decided_yyyymmdd().is_some() {
+            states.push((hit.id.as_str(), IdState::Skipped));
+            continue;
+        }
         match verdict(hit, held.as_ref(), req.refresh, now) {
             Verdict::Skip { .. } => states.push((hit.id.as_str(), IdState::Skipped)),
             Verdict::Fetch {
@@ -139,12 +162,7 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
             ids: &states,
             ..Default::default()
         };
-        let (counted, _) = deps
-            .runs
-            .page(run, &count)
-            .await
-            .map_err(|e| JobError::Run(e.to_string()))?;
-        after_count(deps, run, counted).await;
+        count_page(deps, run, &count).await?;
     }
     tracing::info!(
         sent = bodies.len(),
@@ -154,6 +172,19 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         "search: page fanned out"
     );
     Ok(bodies.len() as u32)
+}
+
+/// Counts a search page of `run`, writes its record when that completes it, and goes on
+/// with the backfill when `run` is one of its windows.
+async fn count_page(deps: &Deps, run: &RunId, count: &PageCount<'_>) -> Result<(), JobError> {
+    let (counted, _) = deps
+        .runs
+        .page(run, count)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    after_count(deps, run, counted).await;
+    super::backfill::after_window(deps, run).await;
+    Ok(())
 }
 
 /// One probe of the daily run: `totalCnt` of a month (or the whole list) against what the
@@ -583,9 +614,31 @@ async fn write_index(deps: &Deps, id: &str, decided: Option<&str>, env: &Envelop
 
 /// Runs `job` for the drainer and says how it went.
 pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
+    // A backfill window's work gives way while another run is open.
+    let run = job
+        .payload
+        .get("run")
+        .and_then(|r| r.as_str())
+        .and_then(|r| RunId::parse(r).ok());
+    if super::backfill::yields(deps, run.as_ref()).await {
+        return Outcome::Deferred {
+            retry_in: super::backfill::yield_for(),
+        };
+    }
     let result = match &job.kind {
         JobKind::Search => {
-            if job.payload.get("schedule").is_some() {
+            if job.payload.get("backfill").is_some() {
+                match serde_json::from_value::<super::backfill::BackfillMessage>(job.payload.clone()) {
+                    Ok(m) => super::backfill::start(deps, &m.backfill)
+                        .await
+                        .map(|_| ())
+                        .map_err(JobError::from),
+                    Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
+                        "stored {} payload is not a backfill request",
+                        job.kind
+                    )))),
+                }
+            } else if job.payload.get("schedule").is_some() {
                 match serde_json::from_value::<super::schedule::Firing>(job.payload.clone()) {
                     Ok(firing) => super::schedule::start(deps, &firing).await.map(|_| ()),
                     Err(_) => Err(JobError::Law(LawError::InvalidRequest(format!(
@@ -620,16 +673,21 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     match result {
         Ok(()) => Outcome::Done,
         // The deadline, not the upstream, stopped it: not a failure.
-        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted { retry_in: None },
+        Err(JobError::Law(LawError::OutOfTime { .. })) => Outcome::NotStarted {
+            retry_in: None,
+            room_known: false,
+        },
         // The gate refused before any call: not an attempt, whatever the reason. Due when the
         // gate expects room (the slot it would have granted: a cooldown's end, or behind the
         // callers ahead), or shortly when it could not say.
-        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. }))) => {
-            Outcome::NotStarted { retry_in: Some(wait) }
-        }
+        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. }))) => Outcome::NotStarted {
+            retry_in: Some(wait),
+            room_known: true,
+        },
         Err(JobError::Law(LawError::Gate(GateError::Unsettled { .. } | GateError::Unavailable(_)))) => {
             Outcome::NotStarted {
                 retry_in: Some(GATE_REFUSED_RETRY),
+                room_known: false,
             }
         }
         Err(e) => match e.disposition() {
@@ -770,6 +828,11 @@ pub async fn page_buried(deps: &Deps, req: &SearchRequest) {
 /// What a drainer pass owes the runs: the records not yet written, and (from the
 /// scheduled drainer) one alert per run whose record shows a discrepancy.
 pub async fn runs_owed(deps: &Deps, alerts: Option<&dyn crate::alert::AlertSink>, deadline: Deadline) {
+    runs_owed_records(deps, alerts, deadline).await;
+    super::backfill::after_pass(deps).await;
+}
+
+async fn runs_owed_records(deps: &Deps, alerts: Option<&dyn crate::alert::AlertSink>, deadline: Deadline) {
     match deps.runs.owed().await {
         Ok(owed) => {
             for run in owed {

@@ -6,6 +6,7 @@
 //! - [`sqs`]: an SQS batch in, a partial batch response out.
 //! - [`outbox`]: follow-up messages (SQS `SendMessageBatch`).
 
+pub mod backfill;
 pub mod jobs;
 pub mod outbox;
 pub mod schedule;
@@ -136,6 +137,14 @@ impl Deps {
         if let (Some(r), Some(o)) = (&record, &self.mirror_observer) {
             o.run_recorded(r);
         }
+        if record.as_ref().is_some_and(|r| r.complete) {
+            if run.is_backfill() {
+                Box::pin(backfill::after_window(self, run)).await;
+            } else {
+                // The backfill gave way to this run: it goes on now, not at the next pass.
+                Box::pin(backfill::after_pass(self)).await;
+            }
+        }
         Ok(record)
     }
 
@@ -225,7 +234,8 @@ impl Deps {
             cfg: crate::drainer::DrainerConfig {
                 interval: self.cfg.drain_interval,
                 max_attempts: self.cfg.retry_max_attempts,
-                time_per_job: self.cfg.gate.interval,
+                // The gate's pace: reservations are that far apart.
+                time_per_job: self.cfg.gate.interval + self.cfg.gate.tolerance,
                 max_passes,
                 linger: scheduled,
                 send_alerts: scheduled,

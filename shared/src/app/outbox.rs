@@ -28,7 +28,23 @@ pub trait Outbox: Send + Sync + std::fmt::Debug {
         queue: QueueName,
         bodies: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<usize>, OutboxError>>;
+
+    /// Sends bodies that become visible only after `delay` (SQS `DelaySeconds`, at most 15
+    /// minutes): work handed back to wait its turn. An outbox without delays sends them at
+    /// once, to the back of the queue.
+    fn send_later<'a>(
+        &'a self,
+        queue: QueueName,
+        bodies: &'a [String],
+        delay: std::time::Duration,
+    ) -> BoxFuture<'a, Result<Vec<usize>, OutboxError>> {
+        let _ = delay;
+        self.send(queue, bodies)
+    }
 }
+
+/// SQS' longest `DelaySeconds`.
+const SQS_MAX_DELAY_SECONDS: u64 = 900;
 
 /// SQS `SendMessageBatch`, ten messages a call (SQS' limit), checking per-entry failures.
 #[derive(Debug, Clone)]
@@ -57,7 +73,28 @@ impl Outbox for SqsOutbox {
         queue: QueueName,
         bodies: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<usize>, OutboxError>> {
-        Box::pin(async move {
+        Box::pin(self.send_batches(queue, bodies, None))
+    }
+
+    fn send_later<'a>(
+        &'a self,
+        queue: QueueName,
+        bodies: &'a [String],
+        delay: std::time::Duration,
+    ) -> BoxFuture<'a, Result<Vec<usize>, OutboxError>> {
+        let seconds = delay.as_secs().clamp(1, SQS_MAX_DELAY_SECONDS) as i32;
+        Box::pin(self.send_batches(queue, bodies, Some(seconds)))
+    }
+}
+
+impl SqsOutbox {
+    async fn send_batches(
+        &self,
+        queue: QueueName,
+        bodies: &[String],
+        delay_seconds: Option<i32>,
+    ) -> Result<Vec<usize>, OutboxError> {
+        {
             let url = match queue {
                 QueueName::Search => self
                     .search_url
@@ -75,6 +112,7 @@ impl Outbox for SqsOutbox {
                     let entry = aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
                         .id(i.to_string())
                         .message_body(body)
+                        .set_delay_seconds(delay_seconds)
                         .build()
                         .map_err(|_| OutboxError::Sqs("entry could not be built".into()))?;
                     entries.push(entry);
@@ -94,6 +132,6 @@ impl Outbox for SqsOutbox {
                 }
             }
             Ok(failed)
-        })
+        }
     }
 }

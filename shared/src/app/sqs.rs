@@ -84,10 +84,12 @@ pub enum Message {
     Detail(DetailMessage),
     /// A schedule fired: its run starts.
     Schedule(super::schedule::Firing),
+    /// A backfill to plan (or go on with).
+    Backfill(super::backfill::BackfillRequest),
 }
 
 const DETAIL_SHAPE: &str = r#"{"id":"<판례일련번호>","run"?,"listing"?,"firstSeenAt"?,"reason"?,"refresh"?}"#;
-const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD" | "all":true,"query"?,"page"?,"display"?,"run"?,"refresh"?} or {"schedule":"daily"|"sweep","at":"<RFC 3339 instant>"} or {"dayBefore":"<RFC 3339 instant>"}"#;
+const SEARCH_SHAPE: &str = r#"{"from":"YYYYMMDD","to":"YYYYMMDD" | "all":true,"query"?,"page"?,"display"?,"run"?,"refresh"?} or {"schedule":"daily"|"sweep","at":"<RFC 3339 instant>"} or {"dayBefore":"<RFC 3339 instant>"} or {"backfill":{"from":"YYYYMMDD","to":"YYYYMMDD","again"?}}"#;
 
 /// Why a message body is not a valid message: the expected shape and serde's position, or
 /// what is wrong with a value, never the body nor the value itself.
@@ -121,6 +123,13 @@ pub fn parse_message(kind: MessageKind, body: &str) -> Result<Message, InvalidMe
             Ok(Message::Detail(msg))
         }
         MessageKind::Search => {
+            let backfill =
+                serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("backfill").is_some());
+            if backfill {
+                let msg: super::backfill::BackfillMessage = parse(body, SEARCH_SHAPE)?;
+                msg.backfill.windows().map_err(invalid_value)?;
+                return Ok(Message::Backfill(msg.backfill));
+            }
             let scheduled =
                 serde_json::from_str::<serde_json::Value>(body).is_ok_and(|v| v.get("schedule").is_some());
             if scheduled {
@@ -290,7 +299,53 @@ async fn handle_one(
         Ok(m) => m,
         Err(reason) => return Handled::Invalid(record_invalid(deps, message_id, body, reason).await),
     };
+    // A backfill window's work met beside another run's goes back to wait its turn.
+    let backfill_run = match &msg {
+        Message::Detail(m) => m.run.as_ref(),
+        Message::Search(r) => r.run.as_ref(),
+        Message::Schedule(_) | Message::Backfill(_) => None,
+    };
+    if super::backfill::yields(deps, backfill_run).await {
+        let queue = match kind {
+            MessageKind::Search => super::outbox::QueueName::Search,
+            MessageKind::Detail => super::outbox::QueueName::Detail,
+        };
+        let bodies = [body.to_owned()];
+        return match deps
+            .outbox
+            .send_later(queue, &bodies, super::backfill::yield_for())
+            .await
+        {
+            Ok(failed) if failed.is_empty() => {
+                tracing::info!("backfill work gives way to another run; sent back to wait");
+                Handled::Valid(MessageFate::Done)
+            }
+            _ => Handled::Valid(MessageFate::ReturnToSqs),
+        };
+    }
     match msg {
+        Message::Backfill(req) => {
+            let job = crate::queue::Job::new(
+                crate::queue::JobKind::Search,
+                format!("backfill:{}-{}", req.from, req.to),
+                serde_json::to_value(super::backfill::BackfillMessage {
+                    backfill: req.clone(),
+                })
+                .unwrap_or_default(),
+            );
+            match super::backfill::start(deps, &req).await {
+                Ok(status) => {
+                    tracing::info!(
+                        windows = status.windows,
+                        done = status.done,
+                        in_flight = status.in_flight,
+                        "backfill: planned"
+                    );
+                    Handled::Valid(MessageFate::Done)
+                }
+                Err(e) => Handled::Valid(jobs::park_or_bury(deps, &job, e.into()).await),
+            }
+        }
         Message::Detail(msg) => {
             tracing::Span::current().record("precedent_id", msg.id.as_str());
             let job = crate::queue::Job::detail_message(&msg);

@@ -81,6 +81,15 @@ pub fn yyyymmdd(day: i64) -> String {
     format!("{y:04}{m:02}{:02}", day - days_from_civil(y, m, 1) + 1)
 }
 
+/// Korea Standard Time, UTC+9 with no daylight saving: the calendar of law.go.kr's dates.
+const KST_OFFSET_MS: i64 = 9 * 3_600_000;
+
+/// The day number (see [`day_number`]) of the Korean calendar day an instant falls on,
+/// given in milliseconds since the Unix epoch.
+pub fn kst_day(epoch_millis: u64) -> i64 {
+    (epoch_millis as i64 + KST_OFFSET_MS).div_euclid(86_400_000)
+}
+
 /// A decision date as `YYYYMMDD`, from any spelling law.go.kr uses (`2026.01.29`,
 /// `20260312`, `2026. 1. 15.`); `None` for an empty or impossible one.
 pub fn normalize_date(text: &str) -> Option<String> {
@@ -127,6 +136,14 @@ mod tests {
         assert_eq!(day_number("20260132"), Err(BadDate::Day));
         assert_eq!(day_number("20260431"), Err(BadDate::Day));
         assert!(!BadDate::Shape(7).to_string().contains("2026010"));
+    }
+
+    #[test]
+    fn the_korean_day_turns_at_15_00_utc() {
+        // 2026-12-01T14:59:59.999Z is 23:59 KST; a millisecond later it is 2 December there.
+        let before = 1_796_137_199_999;
+        assert_eq!(yyyymmdd(kst_day(before)), "20261201");
+        assert_eq!(yyyymmdd(kst_day(before + 1)), "20261202");
     }
 
     #[test]

@@ -153,6 +153,24 @@ impl LawClient {
         self.note(Endpoint::Search, result).await
     }
 
+    /// [`LawClient::search`], with the `PrecSearch` object as law.go.kr sent it (links
+    /// removed, the key scrubbed): how its fields were shaped, for `lawsync probe`.
+    pub async fn search_as_sent(
+        &self,
+        req: &SearchRequest,
+        deadline: Deadline,
+    ) -> Result<(SearchPage, serde_json::Value), LawError> {
+        let result = async {
+            let params = req.params()?;
+            let body = self.call(Endpoint::Search, &params, deadline).await?;
+            let value = decode_body(&body, &self.oc, "PrecSearch")?;
+            let raw = value.get("PrecSearch").cloned().unwrap_or_default();
+            parse_search(value).map(|p| (p, raw))
+        }
+        .await;
+        self.note(Endpoint::Search, result).await
+    }
+
     /// The full record of precedent `id` (`판례일련번호`) from `lawService.do`.
     pub async fn detail(&self, id: &str, deadline: Deadline) -> Result<PrecedentDetail, LawError> {
         self.detail_as_sent(id, deadline).await.map(|(d, _)| d)

@@ -21,7 +21,7 @@ use super::layout;
 use crate::documents::{DocError, DocumentStore};
 use crate::keys::{Namespace, RunKeys};
 use crate::lua;
-use crate::policy::{RUN_FINALIZE_LOCK, RUN_KEYS_TTL};
+use crate::policy::{BACKFILL_WINDOW_KEEP, FOREGROUND_HOLD, RUN_FINALIZE_LOCK, RUN_KEYS_TTL};
 use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// A run's name: 1-64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit. It names
@@ -70,7 +70,16 @@ impl RunId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A backfill window's run (`backfill-…`, see `app::backfill`): work that gives way to
+    /// every other run.
+    pub fn is_backfill(&self) -> bool {
+        self.0.starts_with(BACKFILL_RUN_PREFIX)
+    }
 }
+
+/// How backfill windows' runs are named.
+pub const BACKFILL_RUN_PREFIX: &str = "backfill-";
 
 impl TryFrom<String> for RunId {
     type Error = BadRunId;
@@ -481,6 +490,17 @@ impl Runs {
             .invoke_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
+        // Every run but a backfill window's holds the backfill back until it is recorded
+        // complete (or for FOREGROUND_HOLD at most): daily work goes first.
+        if opened == 1 && !run.is_backfill() {
+            let _: i64 = redis::cmd("HSET")
+                .arg(self.ns.foreground_runs())
+                .arg(run.as_str())
+                .arg(now_ms + FOREGROUND_HOLD.as_millis() as u64)
+                .query_async(&mut self.redis.clone())
+                .await
+                .map_err(RedisFailure::from)?;
+        }
         Ok(opened == 1)
     }
 
@@ -760,11 +780,18 @@ impl Runs {
         let body = serde_json::to_vec_pretty(&record).unwrap_or_default();
         docs.put(&format!("{}{run}.json", layout::RUNS.path), &body)
             .await?;
+        // A backfill window's counts go soon after its record: the record says it all, and
+        // the corpus's ids counted for months would make Redis a second copy of it.
+        let keep = if record.complete && run.is_backfill() {
+            BACKFILL_WINDOW_KEEP
+        } else {
+            RUN_KEYS_TTL
+        };
         let mut call = lua::RUN_RECORDED.prepare(&keys);
         call.arg(run.as_str())
             .arg(now)
             .arg(if record.discrepancies.is_empty() { "0" } else { "1" })
-            .arg(RUN_KEYS_TTL.as_millis() as u64)
+            .arg(keep.as_millis() as u64)
             .arg(status.version)
             .arg(written);
         for (id, line) in &lines {
@@ -774,6 +801,14 @@ impl Runs {
             .invoke_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
+        if record.complete {
+            let _: i64 = redis::cmd("HDEL")
+                .arg(self.ns.foreground_runs())
+                .arg(run.as_str())
+                .query_async(&mut self.redis.clone())
+                .await
+                .map_err(RedisFailure::from)?;
+        }
         tracing::info!(
             run = %run,
             complete = record.complete,
@@ -784,6 +819,43 @@ impl Runs {
             "sync run recorded"
         );
         Ok(Some(record))
+    }
+
+    /// Whether a run other than a backfill window's is open: the backfill gives way to it.
+    /// Entries past their hold, or whose run Redis no longer has (it can never be recorded),
+    /// are dropped as they are found.
+    pub async fn foreground_open(&self) -> Result<bool, RunError> {
+        let key = self.ns.foreground_runs();
+        let held: BTreeMap<String, u64> = redis::cmd("HGETALL")
+            .arg(&key)
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(RedisFailure::from)?;
+        let now = crate::clock::now_millis();
+        let mut open = false;
+        for (run, until) in held {
+            // A run whose keys Redis no longer has can never complete: it holds nothing.
+            let counted: i64 = match RunId::parse(&run) {
+                Ok(id) => redis::cmd("EXISTS")
+                    .arg(self.keys(&id).run)
+                    .query_async(&mut self.redis.clone())
+                    .await
+                    .map_err(RedisFailure::from)?,
+                Err(_) => 0,
+            };
+            if until > now && counted == 1 {
+                open = true;
+            } else {
+                tracing::warn!(run = %run, "a run held the backfill back past its hold, or Redis lost it; the backfill goes on");
+                let _: i64 = redis::cmd("HDEL")
+                    .arg(&key)
+                    .arg(&run)
+                    .query_async(&mut self.redis.clone())
+                    .await
+                    .map_err(RedisFailure::from)?;
+            }
+        }
+        Ok(open)
     }
 
     /// Writes every owed record; returns those written.
