@@ -12,6 +12,8 @@
 //!   the handlers fed the queues' messages, duplicates on demand), and the JSON Schemas of
 //!   `docs/schema/` to validate what it stored.
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
+//! - [`idle`]: idle-while-due, the seconds the key sat unused while work waited for it,
+//!   from call starts and samples of "work is due" (the demo and the benchmarks report it).
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
 //! - [`leaks`]: Redis keys and values and stored files as text, to search for the key.
@@ -23,6 +25,7 @@
 
 pub mod capture;
 pub mod history;
+pub mod idle;
 pub mod leaks;
 pub mod lookalike;
 pub mod mirror;

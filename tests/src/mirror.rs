@@ -132,6 +132,52 @@ impl std::fmt::Debug for MirrorRig {
     }
 }
 
+/// How a rig is set up: [`RigSetup::new`] is what [`MirrorRig::start_with`] uses; a
+/// benchmark changes the rule, the world, the latency and the configuration.
+#[derive(Debug, Clone)]
+pub struct RigSetup {
+    pub store: Store,
+    pub queues: Queues,
+    pub seed: u64,
+    pub today: Option<String>,
+    /// The look-alike's rate rule (`None`: off, as in the tests).
+    pub rule: Option<Duration>,
+    /// The look-alike's world (see [`crate::lookalike::World`]); `None`: the seed's corpus.
+    pub world: Option<Arc<crate::lookalike::World>>,
+    /// The look-alike's latency drawn per reply, `lo..=hi`.
+    pub latency_spread: Option<(Duration, Duration)>,
+    /// Configuration variables set over the rig's own (`LAW_API_REQUEST_INTERVAL_MS`,
+    /// `HANDLERS_DRAIN`, ...).
+    pub env: Vec<(&'static str, String)>,
+    /// The retry queue's backoff.
+    pub backoff: lawsync::queue::Backoff,
+    /// The gate, to the microsecond (the variables take milliseconds); the handlers then
+    /// wait for a slot as long as the policy's default for it.
+    pub gate: Option<lawsync::config::GateConfig>,
+}
+
+impl RigSetup {
+    /// The tests' rig: no rule, the seed's corpus, retries due in tenths of a second
+    /// rather than the production 10 s.
+    pub fn new(store: Store, queues: Queues, seed: u64, today: Option<&str>) -> Self {
+        Self {
+            store,
+            queues,
+            seed,
+            today: today.map(str::to_owned),
+            rule: None,
+            world: None,
+            latency_spread: None,
+            env: Vec::new(),
+            backoff: lawsync::queue::Backoff {
+                base: Duration::from_millis(100),
+                cap: Duration::from_millis(400),
+            },
+            gate: None,
+        }
+    }
+}
+
 /// What a pump did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Pumped {
@@ -147,14 +193,33 @@ impl MirrorRig {
 
     /// [`MirrorRig::start`] with the queues where `queues` says.
     pub async fn start_with(store: Store, queues: Queues, seed: u64, today: Option<&str>) -> Self {
+        Self::start_setup(RigSetup::new(store, queues, seed, today)).await
+    }
+
+    /// A rig as `setup` says.
+    pub async fn start_setup(setup: RigSetup) -> Self {
+        let RigSetup {
+            store,
+            queues,
+            seed,
+            today,
+            rule,
+            world,
+            latency_spread,
+            env: overrides,
+            backoff,
+            gate,
+        } = setup;
         let oc = crate::servers::unique_oc("oc-MIRROR");
         let mut cfg = LookalikeConfig::new(&oc);
-        cfg.interval = None;
+        cfg.interval = rule;
         cfg.seed = seed;
-        cfg.today = today.map(str::to_owned);
+        cfg.today = today;
+        cfg.world = world;
+        cfg.latency_spread = latency_spread;
         let lookalike = Lookalike::start(cfg).await.expect("look-alike");
         let env = unique_env("mir");
-        let vars = [
+        let mut vars = vec![
             ("LAW_API_OC", oc.clone()),
             ("LAW_API_BASE_URL", lookalike.base_url.clone()),
             ("LAW_API_REQUEST_INTERVAL_MS", "2".to_owned()),
@@ -168,8 +233,16 @@ impl MirrorRig {
             ("HANDLERS_DRAIN", "false".to_owned()),
             ("APP_ENV", env.clone()),
         ];
-        let cfg = Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
+        for (name, value) in overrides {
+            vars.retain(|(n, _)| *n != name);
+            vars.push((name, value));
+        }
+        let mut cfg = Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone()))
             .expect("config");
+        if let Some(g) = gate {
+            cfg.gate = g;
+            cfg.handler_max_wait = lawsync::policy::default_handler_max_wait(g.interval, g.tolerance);
+        }
         let sdk = moto_sdk().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let memory = (queues == Queues::Memory).then(|| Arc::new(MemoryQueues::default()));
@@ -211,13 +284,9 @@ impl MirrorRig {
                 Some(detail_url.clone()),
             )),
         };
-        // Retries due in tenths of a second rather than the production 10 s.
         let queue = RetryQueue::new(conn, &ns)
             .with_secret(Secret::new(&oc))
-            .with_backoff(lawsync::queue::Backoff {
-                base: Duration::from_millis(100),
-                cap: Duration::from_millis(400),
-            });
+            .with_backoff(backoff);
         let deps = Deps::assemble(cfg, law, queue, docs.clone(), outbox, ns.clone());
         Self {
             lookalike,
@@ -293,6 +362,23 @@ impl MirrorRig {
         }
     }
 
+    /// Up to 10 messages of a queue, taken off it (received and deleted), as
+    /// `(message id, body)`: what one consumer of the event source mapping gets.
+    pub async fn take(&self, kind: MessageKind) -> Vec<(String, String)> {
+        let url = match kind {
+            MessageKind::Search => &self.search_url,
+            MessageKind::Detail => &self.detail_url,
+        };
+        self.receive(url).await
+    }
+
+    /// Messages waiting in the in-memory queues, (search, detail); `None` on SQS.
+    pub fn memory_depths(&self) -> Option<(usize, usize)> {
+        let m = self.memory.as_ref()?;
+        let len = |q: &Mutex<std::collections::VecDeque<String>>| q.lock().expect("queue").len();
+        Some((len(&m.search), len(&m.detail)))
+    }
+
     async fn receive(&self, url: &str) -> Vec<(String, String)> {
         if let Some(m) = &self.memory {
             let mut q = m.queue(self.queue_name(url)).lock().expect("queue");
@@ -354,18 +440,7 @@ impl MirrorRig {
                 }
                 let rounds = if self.duplicate { 2 } else { 1 };
                 for _ in 0..rounds {
-                    let (response, _) = handle_batch(
-                        &self.deps,
-                        kind,
-                        event(&got),
-                        Deadline::after(Duration::from_secs(60)),
-                    )
-                    .await;
-                    assert!(
-                        response.batch_item_failures.is_empty(),
-                        "a message went back to SQS: {:?}",
-                        response.batch_item_failures.len()
-                    );
+                    self.handle(kind, &got).await;
                 }
             }
             if !any {
@@ -373,6 +448,53 @@ impl MirrorRig {
             }
         }
         panic!("the queues never emptied");
+    }
+
+    /// One batch from each queue (search first), as the functions would take them; false
+    /// when both were empty.
+    pub async fn pump_once(&self) -> bool {
+        let mut any = false;
+        for (url, kind) in [
+            (&self.search_url, MessageKind::Search),
+            (&self.detail_url, MessageKind::Detail),
+        ] {
+            let got = self.receive(url).await;
+            if got.is_empty() {
+                continue;
+            }
+            any = true;
+            self.handle(kind, &got).await;
+        }
+        any
+    }
+
+    /// Hands one batch to its function, as Lambda would; no message may go back to SQS.
+    async fn handle(&self, kind: MessageKind, got: &[(String, String)]) {
+        let (response, _) = handle_batch(
+            &self.deps,
+            kind,
+            event(got),
+            Deadline::after(Duration::from_secs(60)),
+        )
+        .await;
+        assert!(
+            response.batch_item_failures.is_empty(),
+            "a message went back to SQS: {:?}",
+            response.batch_item_failures.len()
+        );
+    }
+
+    /// Loses every message waiting in the in-memory queues (a crash of everything that
+    /// held them); how many were lost.
+    pub fn lose_queued(&self) -> usize {
+        let m = self.memory.as_ref().expect("only in-memory queues can be lost");
+        let mut n = 0;
+        for q in [&m.search, &m.detail] {
+            let mut q = q.lock().expect("queue");
+            n += q.len();
+            q.clear();
+        }
+        n
     }
 
     /// One scheduled drainer run of at most `passes` passes, alerts kept.

@@ -275,6 +275,7 @@ mod tests {
             at_ms,
             endpoint: "detail".into(),
             item: None,
+            window: None,
             status: if cause == "ok" { 200 } else { 429 },
             cause: cause.into(),
         }

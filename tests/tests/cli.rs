@@ -443,3 +443,80 @@ async fn a_terminated_drainer_hands_back_its_jobs_and_frees_the_lock() {
         "the lock is free at once"
     );
 }
+
+/// `lawsync backfill`: a bad range is a usage error naming the flag; a good one plans its
+/// windows, sends the newest window's first page under its run, and `sync status` shows
+/// the windows done and left. No key anywhere.
+#[tokio::test]
+async fn backfill_plans_windows_and_sync_status_shows_them() {
+    let up = Upstream::start(vec![], Reply::status(500)).await;
+    let mut env = env(&up, true);
+    for (args, says) in [
+        (&["backfill", "--from", "20240101"][..], "--to"),
+        (
+            &["backfill", "--from", "2024-01-01", "--to", "20240131"][..],
+            "--from must be a date as YYYYMMDD",
+        ),
+        (
+            &["backfill", "--from", "20240301", "--to", "20240101"][..],
+            "--from must not be after --to",
+        ),
+    ] {
+        let (code, _, stderr) = lawsync_exit(&env, args, "").await;
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!stderr.contains(OC));
+    }
+    let sqs = aws_sdk_sqs::Client::new(&lawsync_tests::servers::moto_sdk().await);
+    let url = sqs
+        .create_queue()
+        .queue_name(unique_env("bf"))
+        .send()
+        .await
+        .expect("queue")
+        .queue_url()
+        .expect("url")
+        .to_owned();
+    env.env.put("SEARCH_QUEUE_URL", url.clone());
+    let (ok, stdout, stderr) = lawsync(
+        &env,
+        &["backfill", "--from", "20240115", "--to", "20240310", "--json"],
+        "",
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(out["status"]["windows"], 4, "{out}");
+    let got = sqs
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .send()
+        .await
+        .expect("receive");
+    let bodies: Vec<Value> = got
+        .messages()
+        .iter()
+        .map(|m| serde_json::from_str(m.body().expect("body")).expect("json"))
+        .collect();
+    assert!(
+        bodies
+            .contains(&json!({ "from": "20240301", "to": "20240310", "run": "backfill-20240301-20240310" })),
+        "{bodies:?}"
+    );
+    assert!(
+        !bodies.iter().any(|b| b.get("all").is_some()),
+        "the undated window goes last: {bodies:?}"
+    );
+    let (ok, text, stderr) = lawsync(&env, &["sync", "status"], "").await;
+    assert!(ok, "{stderr}");
+    assert!(
+        text.contains("backfill: [") && text.contains("0/4 windows done"),
+        "{text}"
+    );
+    let (ok, stdout, stderr) = lawsync(&env, &["sync", "status", "--json"], "").await;
+    assert!(ok, "{stderr}");
+    let status: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(status["backfill"]["windows"], 4, "{status}");
+    assert!(status["runs"].is_array(), "{status}");
+}

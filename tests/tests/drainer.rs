@@ -465,8 +465,9 @@ impl JobHandler for ByKind {
 }
 
 /// A job the rate gate refused is no attempt: it goes back due when the gate expects room,
-/// its count and history as they were; the rest of the batch goes back unchanged; the run
-/// ends rather than claim more while the gate is closed.
+/// its count and history as they were; the rest of the batch goes back unchanged; a run
+/// whose deadline leaves no room to wait for the gate ends rather than claim more while the
+/// gate is closed.
 #[tokio::test]
 async fn a_gate_refusal_releases_the_batch_unchanged_and_ends_the_run() {
     for topo in Topology::ALL {
@@ -475,6 +476,7 @@ async fn a_gate_refusal_releases_the_batch_unchanged_and_ends_the_run() {
         let handler = Scripted::new(
             Outcome::NotStarted {
                 retry_in: Some(Duration::from_secs(45)),
+                room_known: true,
             },
             Duration::ZERO,
         );
@@ -483,7 +485,8 @@ async fn a_gate_refusal_releases_the_batch_unchanged_and_ends_the_run() {
             &handler,
             &LogAlerts,
             cfg(5, None),
-            Deadline::after(Duration::from_secs(120)),
+            // 45 s of cooldown do not fit in 30 s.
+            Deadline::after(Duration::from_secs(30)),
         )
         .await;
         assert_eq!(handler.calls.load(Ordering::SeqCst), 1, "{topo:?}: {passes:?}");

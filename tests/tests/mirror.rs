@@ -21,7 +21,7 @@ fn window(from: &str, to: &str) -> SearchRequest {
 
 /// Runs until the run is complete and recorded (the drainer works off what was parked).
 async fn settle(rig: &MirrorRig, run: &RunId) {
-    for _ in 0..20 {
+    for _ in 0..60 {
         rig.pump().await;
         let s = rig.status(run).await;
         if s.recorded_ms.is_some() {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use lawsync::clock::epoch_millis_f64 as epoch_ms;
 use lawsync::local_events::{EventLine, LocalEvent};
+use lawsync_tests::idle::{DueSample, idle_while_due, sample_due};
 use lawsync_tests::lookalike::{Arrival, Corpus};
 use lawsync_tests::timeline::{Call, Park, Timeline};
 use serde_json::{Value, json};
@@ -166,8 +167,14 @@ async fn run(o: Opts) -> Result<bool, String> {
     let oc = format!("demo-OC-{run_id}-{}", std::process::id());
     let _ = std::fs::remove_dir_all(&o.out);
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
-    let corpus = Corpus::new(1);
-    let expected = corpus.window(&o.from, &o.to);
+    // A small world: only the window's decisions exist, so the next day's schedule has the
+    // window to look after and nothing else. Act 1 runs a week after the window's end; some
+    // of its precedents are not published yet.
+    let corpus =
+        Corpus::decided_within(1, &o.from, &o.to).ok_or("--from and --to must be dates, --from first")?;
+    let today = news_day(&corpus, &o.from, &o.to).ok_or("--to must be a date as YYYYMMDD")?;
+    let next_day = add_days(&today, 1).ok_or("--to must be a date as YYYYMMDD")?;
+    let expected = corpus.visible(Some((&o.from, &o.to)), Some(&today));
     let mode = if o.per_instance {
         "per-instance pacing (the shared gate OFF, for contrast)"
     } else {
@@ -183,7 +190,7 @@ async fn run(o: Opts) -> Result<bool, String> {
         o.rule_ms, o.gate_ms
     );
     println!(
-        "  sync {}~{}: {} precedents in the window ({} of them missing at law.go.kr, as 국세청 ones often are)\n",
+        "  sync {}~{} on {today}: {} precedents published in the window ({} of them missing at law.go.kr, as 국세청 ones often are)\n",
         o.from,
         o.to,
         expected.len(),
@@ -201,6 +208,10 @@ async fn run(o: Opts) -> Result<bool, String> {
             "0",
             "--interval-ms",
             &o.rule_ms.to_string(),
+            "--today",
+            &today,
+            "--decided",
+            &format!("{}~{}", o.from, o.to),
             "--quiet",
         ])
         .arg("--log")
@@ -317,8 +328,9 @@ async fn run(o: Opts) -> Result<bool, String> {
             "60",
             "--visibility-timeout",
             "90",
-            // EventBridge invokes the drainer every minute; an idle run now ends at once,
-            // so parked work waits for the next invocation: 15 s keeps the demo short.
+            // EventBridge invokes the drainer every minute; a run sleeps for parked work
+            // that falls due before its deadline and ends when none does: 15 s brings the
+            // next run soon after, as a minute would with a 60 s timeout.
             "--drainer-every",
             "15",
             "--gate",
@@ -341,6 +353,10 @@ async fn run(o: Opts) -> Result<bool, String> {
         .await
         .map_err(|e| e.to_string())?;
     let ns = lawsync::Namespace::new(&app_env, lawsync::law::UPSTREAM).map_err(|e| e.to_string())?;
+    // Idle-while-due: whether work is due (and the gate open), sampled every turn below.
+    let gate = lawsync::Gate::new(redis.clone(), &ns, redis_cfg.gate);
+    let allowance = redis_cfg.gate.interval + redis_cfg.gate.tolerance;
+    let mut due_samples: Vec<DueSample> = Vec::new();
     let queue = lawsync::queue::RetryQueue::new(redis, &ns);
     let mut tails: BTreeMap<PathBuf, u64> = BTreeMap::new();
     let mut view = View {
@@ -368,6 +384,7 @@ async fn run(o: Opts) -> Result<bool, String> {
         view.stored = count(&s3, &bucket, "prec/").await + count(&s3, &bucket, "missing/").await;
         let stats = queue.stats().await.ok();
         view.retry_depth = stats.as_ref().map_or(0, |s| s.depth);
+        due_samples.extend(sample_due(&queue, &gate).await);
         // Midway trouble, in shared mode only: the contrast run shows the rule alone.
         let progress = view.stored as f64 / expected.len().max(1) as f64;
         if !o.per_instance && injected.is_empty() && progress >= 0.3 {
@@ -409,7 +426,8 @@ async fn run(o: Opts) -> Result<bool, String> {
     }
     view.clear_bar();
     let dead = queue.stats().await.map(|s| s.dead).unwrap_or(0);
-    children.stop().await;
+    let act1_end = epoch_ms(std::time::SystemTime::now());
+    // The processes stay up for the next day; what they logged so far is act 1's.
     for p in 1..=o.processes {
         for line in tail(&o.out.join(format!("events-p{p}.jsonl")), &mut tails) {
             if let Ok(e) = EventLine::parse(&line) {
@@ -418,10 +436,10 @@ async fn run(o: Opts) -> Result<bool, String> {
         }
     }
     let elapsed = started.elapsed();
-    let arrivals: Vec<Arrival> = std::fs::read_to_string(&upstream_log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+    // The first act's calls; the next day's are counted in its own lines.
+    let arrivals: Vec<Arrival> = read_arrivals(&upstream_log)
+        .into_iter()
+        .filter(|a| a.at_ms < act1_end)
         .collect();
     let sample = sample_document(&s3, &bucket).await;
     let svg = o.out.join("timeline.svg");
@@ -433,6 +451,8 @@ async fn run(o: Opts) -> Result<bool, String> {
     std::fs::write(&svg, view.tl.svg()).map_err(|e| e.to_string())?;
     let leaked = key_found_in(&o.out, &oc) || sample.as_deref().is_some_and(|s| s.contains(&oc));
     let missing = count(&s3, &bucket, "missing/").await;
+    let starts: Vec<f64> = view.tl.arrivals.iter().map(|a| a.at_ms).collect();
+    let idle = idle_while_due(&starts, &due_samples, allowance);
     let ok = summary(
         &view,
         &o,
@@ -443,6 +463,8 @@ async fn run(o: Opts) -> Result<bool, String> {
             expected: expected.len(),
             missing,
             leaked,
+            idle,
+            allowance,
         },
     );
     // The run's own account of itself: its record under runs/ (written when its last id
@@ -465,6 +487,32 @@ async fn run(o: Opts) -> Result<bool, String> {
         println!("  ✘ no run record under runs/: the run never accounted for every id");
     }
     let ok = ok && (recorded || o.per_instance);
+    let act2 = if complete && !o.per_instance {
+        Some(
+            next_day_act(&NextDay {
+                base: &base,
+                sqs: &sqs,
+                search_url: &urls[0],
+                detail_url: &urls[1],
+                s3: &s3,
+                bucket: &bucket,
+                queue: &queue,
+                corpus: &corpus,
+                o: &o,
+                today: &today,
+                next_day: &next_day,
+                upstream_log: &upstream_log,
+            })
+            .await?,
+        )
+    } else {
+        None
+    };
+    children.stop().await;
+    let ok = match &act2 {
+        Some(a) => a.print(&paint, o.gate_ms) && ok,
+        None => ok,
+    };
     if let Some(s) = sample {
         println!(
             "\n  a stored document (s3://{bucket}/{}):",
@@ -482,6 +530,238 @@ async fn run(o: Opts) -> Result<bool, String> {
     );
     Ok(ok)
 }
+
+/// Days after the window's end that act 1 runs at the earliest: a week, so most of the
+/// window is published and the latest decisions are still coming out.
+const ACT1_DAYS_AFTER: i64 = 7;
+/// Days after the window's end searched for act 1's day (see [`news_day`]).
+const NEWS_DAYS_SEARCHED: i64 = 120;
+
+/// The day act 1 runs on: from a week after the window, the first of the days whose next
+/// day brings the most newly published precedents of the window, so act 2 has news.
+fn news_day(corpus: &Corpus, from: &str, to: &str) -> Option<String> {
+    let first = add_days(to, ACT1_DAYS_AFTER)?;
+    let published = |day: &str| corpus.visible(Some((from, to)), Some(day)).len();
+    let mut best = (0, first.clone());
+    for d in 0..NEWS_DAYS_SEARCHED {
+        let day = add_days(&first, d)?;
+        let news = published(&add_days(&day, 1)?).saturating_sub(published(&day));
+        if news > best.0 {
+            best = (news, day);
+        }
+    }
+    Some(best.1)
+}
+
+/// `date` (YYYYMMDD) moved by `days`.
+fn add_days(date: &str, days: i64) -> Option<String> {
+    let d = lawsync::law::calendar::day_number(date).ok()?;
+    Some(lawsync::law::calendar::yyyymmdd(d + days))
+}
+
+fn read_arrivals(log: &Path) -> Vec<Arrival> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// What act 2 works with.
+struct NextDay<'a> {
+    base: &'a str,
+    sqs: &'a aws_sdk_sqs::Client,
+    search_url: &'a str,
+    detail_url: &'a str,
+    s3: &'a aws_sdk_s3::Client,
+    bucket: &'a str,
+    queue: &'a lawsync::queue::RetryQueue,
+    corpus: &'a Corpus,
+    o: &'a Opts,
+    today: &'a str,
+    next_day: &'a str,
+    upstream_log: &'a Path,
+}
+
+/// What act 2 saw.
+struct NextDayReport {
+    next_day: String,
+    run: String,
+    recorded: Option<Value>,
+    searches: usize,
+    details: usize,
+    rule_429: usize,
+    /// Precedents published, or revised, between the two days.
+    new: usize,
+    revised: usize,
+    held_before: usize,
+    seconds: f64,
+}
+
+impl NextDayReport {
+    fn print(&self, paint: &Paint, gate_ms: u64) -> bool {
+        let ids = |k: &str| {
+            self.recorded
+                .as_ref()
+                .and_then(|r| r["ids"][k].as_u64())
+                .unwrap_or(0)
+        };
+        println!(
+            "\n{}",
+            paint.c("1", &format!("act 2: the next day ({})", self.next_day))
+        );
+        println!(
+            "  the daily schedule fired ({{\"schedule\":\"daily\"}}, run {}); law.go.kr had published {} more precedents of the window and revised {}",
+            self.run, self.new, self.revised
+        );
+        let row = |k: &str, v: String| println!("  {k:<42} {v}");
+        row(
+            "calls it took",
+            format!(
+                "{} ({} searches: month probes, the two recent months' pages and the whole-list probe; {} details), {:.0} s at {gate_ms} ms a call",
+                self.searches + self.details,
+                self.searches,
+                self.details,
+                self.seconds
+            ),
+        );
+        row(
+            "listed / skipped as held / fetched",
+            format!(
+                "{} / {} / {} ({} added, {} revised, {} missing at law.go.kr)",
+                ids("seen"),
+                ids("skipped"),
+                ids("fetched") + ids("missing"),
+                ids("added"),
+                ids("revised"),
+                ids("missing")
+            ),
+        );
+        let check = |ok: bool, text: String| {
+            println!(
+                "  {} {text}",
+                if ok {
+                    paint.c("1;32", "✔")
+                } else {
+                    paint.c("1;31", "✘")
+                }
+            );
+            ok
+        };
+        let fetched = ids("fetched") + ids("missing");
+        let a = check(
+            self.recorded.is_some(),
+            "the daily run completed and was recorded under runs/".into(),
+        );
+        let b = check(
+            self.details == self.new + self.revised && fetched as usize == self.details,
+            format!(
+                "only the new and the revised were fetched ({} detail calls for {} new + {} revised)",
+                self.details, self.new, self.revised
+            ),
+        );
+        let c = check(
+            ids("skipped") as usize == self.held_before.saturating_sub(self.revised),
+            format!(
+                "the {} precedents held and unchanged cost no call",
+                ids("skipped")
+            ),
+        );
+        let d = check(self.rule_429 == 0, "zero 429s for breaking the rule".into());
+        a && b && c && d
+    }
+}
+
+/// Act 2: the next day. The look-alike's day moves on; EventBridge's daily firing goes to
+/// the search queue; the processes still running handle it. Waits for its record.
+async fn next_day_act(n: &NextDay<'_>) -> Result<NextDayReport, String> {
+    let window = Some((n.o.from.as_str(), n.o.to.as_str()));
+    let before = n.corpus.visible(window, Some(n.today));
+    let after = n.corpus.visible(window, Some(n.next_day));
+    let held: BTreeSet<u64> = before.iter().map(|p| p.id).collect();
+    let new = after.iter().filter(|p| !held.contains(&p.id)).count();
+    let revised = before
+        .iter()
+        .filter(|p| p.is_revised_by(Some(n.next_day)) && !p.is_revised_by(Some(n.today)))
+        .count();
+    let mark = epoch_ms(std::time::SystemTime::now());
+    let started = Instant::now();
+    let reply = lawsync_tests::lookalike::raw_request(
+        n.base,
+        "POST",
+        "/_control/today",
+        &[],
+        &json!({ "today": n.next_day }).to_string(),
+    )
+    .await
+    .map_err(|e| format!("look-alike: {e}"))?;
+    if !reply.starts_with("HTTP/1.1 200") {
+        return Err(format!("the look-alike refused the next day: {reply}"));
+    }
+    // 04:00 KST on the next day, as EventBridge Scheduler names it.
+    let d = &n.today;
+    let at = format!("{}-{}-{}T19:00:00Z", &d[..4], &d[4..6], &d[6..8]);
+    let firing = json!({ "schedule": "daily", "at": at });
+    let run = lawsync::app::schedule::Firing {
+        schedule: lawsync::app::schedule::ScheduleKind::Daily,
+        at: at.clone(),
+    }
+    .plan()
+    .map_err(|e| e.to_string())?
+    .run
+    .to_string();
+    n.sqs
+        .send_message()
+        .queue_url(n.search_url)
+        .message_body(firing.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("sending the firing: {}", lawsync::aws::aws_code(&e)))?;
+    println!(
+        "\n  act 2: the next day ({}): the daily schedule fires {firing}",
+        n.next_day
+    );
+    let key = format!("runs/{run}.json");
+    let mut recorded = None;
+    while started.elapsed() < NEXT_DAY_BUDGET {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let idle = depth(n.sqs, n.search_url).await == 0
+            && depth(n.sqs, n.detail_url).await == 0
+            && n.queue.stats().await.is_ok_and(|s| s.depth == 0);
+        if !idle {
+            continue;
+        }
+        if let Ok(out) = n.s3.get_object().bucket(n.bucket).key(&key).send().await
+            && let Ok(body) = out.body.collect().await
+            && let Ok(v) = serde_json::from_slice::<Value>(&body.into_bytes())
+            && v["complete"] == true
+        {
+            recorded = Some(v);
+            break;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let calls: Vec<Arrival> = read_arrivals(n.upstream_log)
+        .into_iter()
+        .filter(|a| a.at_ms >= mark)
+        .collect();
+    Ok(NextDayReport {
+        next_day: n.next_day.to_owned(),
+        run,
+        recorded,
+        searches: calls.iter().filter(|a| a.endpoint == "search").count(),
+        details: calls.iter().filter(|a| a.endpoint == "detail").count(),
+        rule_429: calls.iter().filter(|a| a.cause == "rate").count(),
+        new,
+        revised,
+        held_before: before.len(),
+        seconds,
+    })
+}
+
+/// How long act 2 waits for the daily run's record: its probes and pages are about 40
+/// calls, a minute at the default pace.
+const NEXT_DAY_BUDGET: Duration = Duration::from_secs(150);
 
 async fn inject(base: &str, body: Value) -> Result<(), String> {
     let reply =
@@ -739,6 +1019,9 @@ struct Summary {
     /// Of those handled, recorded as missing at law.go.kr.
     missing: u64,
     leaked: bool,
+    /// Idle-while-due, seconds (see `lawsync_tests::idle`).
+    idle: f64,
+    allowance: Duration,
 }
 
 /// Prints the summary; whether the run met its claims.
@@ -821,6 +1104,14 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
     row("messages handed back to SQS", view.returned.to_string());
     row("dead letters", s.dead.to_string());
     row("environments that called", view.instances.len().to_string());
+    row(
+        "key idle while work was due",
+        format!(
+            "{:.1} s (no call for over {} ms while a parked job was due and the gate open; sampled every 250 ms)",
+            s.idle,
+            s.allowance.as_millis()
+        ),
+    );
     row("elapsed", format!("{:.1} s", s.elapsed.as_secs_f64()));
     let check =
         |ok: bool, text: String| println!("  {} {text}", if ok { p("1;32", "✔") } else { p("1;31", "✘") });

@@ -136,11 +136,25 @@ const UNDATED_SALT: u64 = 0x756E_6461_7465_6421;
 #[derive(Debug, Clone, Copy)]
 pub struct Corpus {
     seed: u64,
+    /// Only the precedents decided in these days (day numbers, inclusive), and no undated
+    /// ones: a small world (the demo's), where a daily run's probes of other months find
+    /// nothing to read.
+    decided: Option<(i64, i64)>,
 }
 
 impl Corpus {
     pub fn new(seed: u64) -> Self {
-        Self { seed }
+        Self { seed, decided: None }
+    }
+
+    /// The corpus of `seed` cut down to the precedents decided in `from..=to` (YYYYMMDD),
+    /// without undated ones; `None` when a date is not one.
+    pub fn decided_within(seed: u64, from: &str, to: &str) -> Option<Self> {
+        let (a, b) = (day_number(from)?, day_number(to)?);
+        (a <= b).then_some(Self {
+            seed,
+            decided: Some((a, b)),
+        })
     }
 
     /// Every dated precedent decided in `from..=to` (YYYYMMDD, inclusive), oldest first,
@@ -149,16 +163,22 @@ impl Corpus {
         let (Some(a), Some(b)) = (day_number(from), day_number(to)) else {
             return Vec::new();
         };
-        let (first, last) = (
+        let (mut first, mut last) = (
             day_number(FIRST_DAY).unwrap_or(0),
             day_number(LAST_DAY).unwrap_or(0),
         );
+        if let Some((x, y)) = self.decided {
+            (first, last) = (first.max(x), last.min(y));
+        }
         (a.max(first)..=b.min(last)).flat_map(|d| self.day(d)).collect()
     }
 
     /// The undated precedents published by `today` (YYYYMMDD; `None`: all of them), in id
     /// order, which is publication order.
     pub fn undated(&self, today: Option<&str>) -> Vec<Precedent> {
+        if self.decided.is_some() {
+            return Vec::new();
+        }
         (0..months())
             .flat_map(|m| (0..UNDATED_SLOTS_PER_MONTH).filter_map(move |k| self.undated_slot(m, k)))
             .filter(|p| p.is_published_by(today))
@@ -200,15 +220,19 @@ impl Corpus {
     /// not).
     pub fn get(&self, id: u64) -> Option<Precedent> {
         if let Some(slot) = id.checked_sub(UNDATED_ID_BASE) {
+            if self.decided.is_some() {
+                return None;
+            }
             let month = slot / UNDATED_SLOTS_PER_MONTH;
             return (month < months())
                 .then(|| self.undated_slot(month, slot % UNDATED_SLOTS_PER_MONTH))
                 .flatten();
         }
-        let day = id.checked_sub(ID_BASE)? / PER_DAY_MAX;
-        self.day(i64::try_from(day).ok()? + day_number(FIRST_DAY)?)
-            .into_iter()
-            .find(|p| p.id == id)
+        let day = i64::try_from(id.checked_sub(ID_BASE)? / PER_DAY_MAX).ok()? + day_number(FIRST_DAY)?;
+        if self.decided.is_some_and(|(a, b)| day < a || day > b) {
+            return None;
+        }
+        self.day(day).into_iter().find(|p| p.id == id)
     }
 
     fn day(&self, day: i64) -> Vec<Precedent> {
@@ -285,7 +309,7 @@ fn publication_delay(u: u64) -> i64 {
 
 /// The precedent of id `id` whose fields come from the hash `r`, decided on day `decided`
 /// (none: undated) and published on day `published`.
-fn precedent(id: u64, r: u64, decided: Option<i64>, published: i64) -> Precedent {
+pub(crate) fn precedent(id: u64, r: u64, decided: Option<i64>, published: i64) -> Precedent {
     let (name, kind, top, lower, high_court) = CASES[(r % CASES.len() as u64) as usize];
     let supreme = !(r >> 8).is_multiple_of(3);
     let tax = kind == "세무";

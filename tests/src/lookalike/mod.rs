@@ -20,10 +20,18 @@
 //! search (`prncYd=A~B`) never lists undated precedents; a search without one lists them
 //! after the dated ones.
 //!
+//! It can break two assumptions the mirror rests on, for `lawsync probe` to find
+//! ([`Quirks`]; [`LookalikeConfig::quirks`], `--page-limit D [--page-limit-error]` and
+//! `--unstable-total`, `POST /_control/quirks` with a [`Quirks`] object, `GET
+//! /_control/quirks`, [`Lookalike::set_quirks`]): a paging limit, past which a search page
+//! answers without hits (or with HTTP 400), and a `totalCnt` that grows with the page.
+//! `POST /_control/reset` leaves them as they are.
+//!
 //! The integration tests start it in-process ([`Lookalike::start`]); the demo runs the
 //! `law-lookalike` binary.
 
 pub mod corpus;
+pub mod world;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -36,6 +44,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::upstream::{Body, Reply, Seen, read_head, write_reply};
 pub use corpus::{Change, Corpus, Precedent, Revision};
+pub use world::{World, WorldShape};
 
 /// The Referer the real service requires since 2026 (a prefix match).
 pub const REFERER_PREFIX: &str = "https://www.law.go.kr";
@@ -62,6 +71,61 @@ pub struct LookalikeConfig {
     /// The service's "today" (YYYYMMDD): precedents published after it are not served, and
     /// revisions dated after it not applied. `None`: everything is published.
     pub today: Option<String>,
+    /// Only precedents decided in `(from, to)` (YYYYMMDD), none undated: see
+    /// [`Corpus::decided_within`].
+    pub decided: Option<(String, String)>,
+    /// Assumptions it breaks; none by default.
+    pub quirks: Quirks,
+    /// Serves this world instead of the seed's corpus (`seed` then only draws latencies):
+    /// law.go.kr's volume, indexed (see [`world`]).
+    pub world: Option<Arc<World>>,
+    /// Adds to [`LookalikeConfig::latency`] a time drawn uniformly from `lo..=hi` for each
+    /// API reply, from a generator seeded by `seed`: long judgments are slow to render.
+    pub latency_spread: Option<(Duration, Duration)>,
+}
+
+/// Assumptions of the mirror the look-alike can break.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Quirks {
+    /// Search pages past a depth answer without hits or with an error, as some APIs cap
+    /// paging.
+    #[serde(default)]
+    pub page_limit: Option<PageLimit>,
+    /// `totalCnt` says one more hit for each page after the first.
+    #[serde(default)]
+    pub unstable_total: bool,
+}
+
+/// A cap on paging: pages after `depth` answer as `beyond` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageLimit {
+    /// The deepest page answered with its hits, 1 or more.
+    pub depth: u32,
+    #[serde(default)]
+    pub beyond: Beyond,
+}
+
+/// How a page past a [`PageLimit`] answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Beyond {
+    /// The usual reply with `totalCnt`, but no `prec`.
+    #[default]
+    NoHits,
+    /// HTTP 400 with an HTML page.
+    Error,
+}
+
+impl Quirks {
+    /// Checks the quirks, or says which field is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        match self.page_limit {
+            Some(PageLimit { depth: 0, .. }) => Err("pageLimit.depth: must be 1 or more".into()),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl LookalikeConfig {
@@ -74,6 +138,10 @@ impl LookalikeConfig {
             echo: false,
             latency: Duration::ZERO,
             today: None,
+            decided: None,
+            quirks: Quirks::default(),
+            world: None,
+            latency_spread: None,
         }
     }
 }
@@ -170,10 +238,14 @@ pub struct Arrival {
     /// `ID` of a detail call, `page` of a search.
     #[serde(default)]
     pub item: Option<String>,
+    /// A search's date window (`prncYd`, e.g. `20240101~20240131`); `None` for the whole
+    /// list and for details.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
     pub status: u16,
     /// `ok`, `rate` (the rule broken), `injected:<fault>`, `verify` (OC or Referer),
-    /// `no_match`, `unpublished` (a detail published after today), `bad_request` or
-    /// `not_found`.
+    /// `no_match`, `unpublished` (a detail published after today), `page_limit` (a
+    /// search page past [`Quirks::page_limit`]), `bad_request` or `not_found`.
     pub cause: String,
 }
 
@@ -183,9 +255,13 @@ struct State {
     corpus: Corpus,
     /// YYYYMMDD, checked; see [`LookalikeConfig::today`].
     today: Option<String>,
+    /// See [`LookalikeConfig::quirks`]; moved by `POST /_control/quirks`.
+    quirks: Quirks,
     last_call: Option<Instant>,
     faults: VecDeque<Injection>,
     log: Vec<Arrival>,
+    /// Draws [`LookalikeConfig::latency_spread`].
+    rng: world::SplitMix,
 }
 
 /// The running look-alike. Dropping it stops accepting.
@@ -211,12 +287,21 @@ impl Lookalike {
             check_today(today)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("today: {e}")))?;
         }
+        cfg.quirks
+            .check()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("quirks: {e}")))?;
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let oc = cfg.oc.clone();
         let state = Arc::new(Mutex::new(State {
-            corpus: Corpus::new(cfg.seed),
+            corpus: cfg
+                .decided
+                .as_ref()
+                .and_then(|(a, b)| Corpus::decided_within(cfg.seed, a, b))
+                .unwrap_or_else(|| Corpus::new(cfg.seed)),
             today: cfg.today.clone(),
+            quirks: cfg.quirks,
+            rng: world::SplitMix(cfg.seed ^ 0x6C61_7465_6E63_7921),
             cfg,
             last_call: None,
             faults: VecDeque::new(),
@@ -260,6 +345,14 @@ impl Lookalike {
             check_today(t).map_err(|e| format!("today: {e}"))?;
         }
         lock(&self.state).today = today.map(str::to_owned);
+        Ok(())
+    }
+
+    /// Breaks (or, with the default, restores) assumptions of the mirror; invalid quirks
+    /// are refused, `quirks: why`, and change nothing.
+    pub fn set_quirks(&self, quirks: Quirks) -> Result<(), String> {
+        quirks.check().map_err(|e| format!("quirks: {e}"))?;
+        lock(&self.state).quirks = quirks;
         Ok(())
     }
 
@@ -314,13 +407,16 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
         )
     } else {
         let (reply, cause) = st.respond(endpoint, req);
-        let delay = reply.delay + st.cfg.latency;
+        let delay = reply.delay + st.cfg.latency + st.spread();
         (reply.delayed(delay), cause)
     };
     let arrival = Arrival {
         at_ms: lawsync::clock::epoch_millis_f64(SystemTime::now()),
         endpoint: endpoint.to_owned(),
         item,
+        window: (endpoint == "search")
+            .then(|| req.param("prncYd").map(str::to_owned))
+            .flatten(),
         status: reply.status,
         cause,
     };
@@ -344,6 +440,15 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
 }
 
 impl State {
+    /// A draw of [`LookalikeConfig::latency_spread`], zero without one.
+    fn spread(&mut self) -> Duration {
+        match self.cfg.latency_spread {
+            Some((lo, hi)) if hi > lo => lo + (hi - lo).mul_f64(self.rng.unit()),
+            Some((lo, _)) => lo,
+            None => Duration::ZERO,
+        }
+    }
+
     fn respond(&mut self, endpoint: &str, req: &Seen) -> (Reply, String) {
         // The rule first, as on the real service: every call counts, answered or not.
         let too_close = matches!((self.cfg.interval, self.last_call), (Some(min), Some(last)) if req.at.duration_since(last) < min);
@@ -430,13 +535,27 @@ impl State {
             );
         }
         if endpoint == "search" {
-            return (json_reply(self.search(req)), "ok".to_owned());
+            let page = req.param("page").and_then(|v| v.parse::<u32>().ok()).unwrap_or(1);
+            return match self.quirks.page_limit {
+                Some(PageLimit { depth, beyond }) if page > depth => match beyond {
+                    Beyond::NoHits => (json_reply(self.search(req, true)), "page_limit".to_owned()),
+                    Beyond::Error => (
+                        Reply::status(400).text(format!(
+                            "<html><body>page out of range {BODY_MARKER}</body></html>"
+                        )),
+                        "page_limit".to_owned(),
+                    ),
+                },
+                _ => (json_reply(self.search(req, false)), "ok".to_owned()),
+            };
         }
         let today = self.today.as_deref();
-        let found = req
-            .param("ID")
-            .and_then(|id| id.parse::<u64>().ok())
-            .and_then(|id| self.corpus.get(id));
+        let id = req.param("ID").and_then(|id| id.parse::<u64>().ok());
+        let found = match (&self.cfg.world, id) {
+            (Some(w), Some(id)) => w.get(id).cloned(),
+            (None, Some(id)) => self.corpus.get(id),
+            (_, None) => None,
+        };
         match found {
             Some(p) if !p.is_published_by(today) => {
                 (json_reply(json!({ "Law": NO_MATCH })), "unpublished".to_owned())
@@ -449,16 +568,13 @@ impl State {
         }
     }
 
-    fn search(&self, req: &Seen) -> Value {
+    /// The search reply; `cut`: past a paging limit, without its hits.
+    fn search(&self, req: &Seen, cut: bool) -> Value {
         // No window (or one that is not `A~B`) lists everything, undated ones included.
         let window = req.param("prncYd").and_then(|w| w.split_once('~'));
         let today = self.today.as_deref();
         let newest_first = req.param("sort") == Some("ddes");
-        let mut hits = self.corpus.listing(window, today, newest_first);
         let query = req.param("query").filter(|q| !q.is_empty());
-        if let Some(q) = query {
-            hits.retain(|p| p.case_name_on(today).contains(q));
-        }
         let num = |name: &str, default: usize| {
             req.param(name)
                 .and_then(|v| v.parse::<usize>().ok())
@@ -466,17 +582,43 @@ impl State {
         };
         let display = num("display", 20).clamp(1, 100);
         let page = num("page", 1).max(1);
-        let items: Vec<Value> = hits
-            .iter()
-            .skip((page - 1).saturating_mul(display))
-            .take(display)
-            .map(|p| p.search_item_on(&self.cfg.oc, today))
-            .collect();
+        let skip = (page - 1).saturating_mul(display);
+        let (total, mut items): (usize, Vec<Value>) = match (&self.cfg.world, query) {
+            // The world's listing is indexed and kept for the day: a page costs its items.
+            (Some(w), None) => {
+                let (total, hits) = w.page(window, today, newest_first, skip, display);
+                let items = hits.iter().map(|p| p.search_item_on(&self.cfg.oc, today));
+                (total, items.collect())
+            }
+            (world, query) => {
+                let mut hits = match world {
+                    Some(w) => w
+                        .page(window, today, newest_first, 0, usize::MAX)
+                        .1
+                        .into_iter()
+                        .cloned()
+                        .collect(),
+                    None => self.corpus.listing(window, today, newest_first),
+                };
+                if let Some(q) = query {
+                    hits.retain(|p| p.case_name_on(today).contains(q));
+                }
+                let items = hits.iter().skip(skip).take(display);
+                (
+                    hits.len(),
+                    items.map(|p| p.search_item_on(&self.cfg.oc, today)).collect(),
+                )
+            }
+        };
+        if cut {
+            items.clear();
+        }
+        let drift = if self.quirks.unstable_total { page - 1 } else { 0 };
         let mut body = json!({
             "target": "prec",
             "키워드": query.unwrap_or("*"),
             "section": "evtNm",
-            "totalCnt": hits.len().to_string(),
+            "totalCnt": (total + drift).to_string(),
             "page": page.to_string(),
         });
         // One hit is an object, none leaves `prec` out: as the real service does.
@@ -521,6 +663,17 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             Err(e) => Reply::status(400).text(format!("bad today: {e}")),
         },
         ("GET", "today") => json_reply(json!({ "today": lock(state).today })),
+        ("POST", "quirks") => match serde_json::from_str::<Quirks>(&req.body)
+            .map_err(|e| e.to_string())
+            .and_then(|q| q.check().map(|()| q))
+        {
+            Ok(q) => {
+                lock(state).quirks = q;
+                json_reply(serde_json::to_value(q).unwrap_or_default())
+            }
+            Err(e) => Reply::status(400).text(format!("bad quirks: {e}")),
+        },
+        ("GET", "quirks") => json_reply(serde_json::to_value(lock(state).quirks).unwrap_or_default()),
         ("GET", "log") => {
             let since = req
                 .param("since")
@@ -530,7 +683,7 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             json_reply(serde_json::to_value(st.log.get(since..).unwrap_or(&[])).unwrap_or_default())
         }
         _ => Reply::status(404)
-            .text("control: POST fault | POST reset | POST today | GET today | GET log?since=N"),
+            .text("control: POST fault | POST reset | POST today | GET today | POST quirks | GET quirks | GET log?since=N"),
     }
 }
 

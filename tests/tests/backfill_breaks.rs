@@ -1,0 +1,453 @@
+//! The backfill's promises under the failures they must survive: a release claimed and not
+//! made, a split window on a Redis that forgot it, a dead page, a daily run whose keys are
+//! gone, the end of a daily run, and the watermark's estimate of what it releases. Real
+//! Redis, the look-alike, the functions' handlers over in-memory queues.
+
+use std::collections::BTreeSet;
+
+use lawsync::app::backfill::{self, BackfillRequest};
+use lawsync::mirror::runs::{PageCount, RunId, RunPlan};
+use lawsync::policy::{BACKFILL_SPLIT_HITS, BACKFILL_WATERMARK, MAX_DISPLAY};
+use lawsync_tests::mirror::{MirrorRig, Queues, Store};
+
+const TODAY: &str = "20261130";
+
+fn request(from: &str, to: &str) -> BackfillRequest {
+    BackfillRequest {
+        from: from.into(),
+        to: to.into(),
+        again: false,
+    }
+}
+
+async fn rig(seed: u64) -> MirrorRig {
+    MirrorRig::start_with(Store::Folder, Queues::Memory, seed, Some(TODAY)).await
+}
+
+async fn status(rig: &MirrorRig) -> backfill::BackfillStatus {
+    backfill::status(&rig.deps)
+        .await
+        .expect("backfill status")
+        .expect("a backfill in Redis")
+}
+
+async fn hset(rig: &MirrorRig, key: &str, field: &str, value: &str) {
+    let _: i64 = redis::cmd("HSET")
+        .arg(key)
+        .arg(field)
+        .arg(value)
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hset");
+}
+
+/// Opens a run that is not a backfill window's (a sync, as a daily run would be): the
+/// backfill gives way to it until it is recorded complete.
+async fn open_foreground(rig: &MirrorRig, name: &str) -> RunId {
+    let run = RunId::parse(name).expect("run id");
+    let plan = RunPlan {
+        kind: "sync".into(),
+        windows: vec!["20261101~20261130".into()],
+        query: None,
+        refresh: false,
+    };
+    let opened = rig
+        .deps
+        .runs
+        .open(&run, &plan, 0, lawsync::clock::now_millis())
+        .await
+        .expect("open");
+    assert!(opened);
+    run
+}
+
+/// Every id the store holds, stored or recorded missing.
+async fn held(rig: &MirrorRig) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for prefix in ["prec/", "missing/"] {
+        for k in rig.keys(prefix).await {
+            if let Some(id) = k.strip_prefix(prefix).and_then(|k| k.strip_suffix(".json")) {
+                out.insert(id.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The dated precedents of `from..=to` published by today, none of which may be missing
+/// from the store once the backfill says it is complete.
+fn wanted_dated(rig: &MirrorRig, from: &str, to: &str) -> BTreeSet<String> {
+    rig.lookalike
+        .corpus()
+        .visible(Some((from, to)), Some(TODAY))
+        .iter()
+        .map(|p| p.id.to_string())
+        .collect()
+}
+
+/// Pumps and drains until the backfill says complete or `rounds` pass; whether it did.
+async fn run_out(rig: &MirrorRig, rounds: usize) -> bool {
+    for _ in 0..rounds {
+        rig.pump().await;
+        rig.drain(3).await;
+        if status(rig).await.complete() {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_release_claimed_and_never_made_is_made_when_the_backfill_is_run_again() {
+    let rig = rig(71).await;
+    let req = request("20240101", "20240131");
+    // A daily run is open: nothing is released.
+    let daily = open_foreground(&rig, "sync-review-71").await;
+    let s = backfill::start(&rig.deps, &req).await.expect("start");
+    assert_eq!((s.in_flight, s.planned), (0, 2), "{}", s.text(0));
+    // A function claimed the month's release and died before marking it released.
+    hset(&rig, &rig.ns.backfill_claims(), "w:20240101~20240131", "1").await;
+    // The daily run ends.
+    let _: i64 = redis::cmd("HDEL")
+        .arg(rig.ns.foreground_runs())
+        .arg(daily.as_str())
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hdel");
+    // Run again, as the docs say a stalled backfill is resumed.
+    backfill::start(&rig.deps, &req).await.expect("start again");
+    let done = run_out(&rig, 8).await;
+    let s = status(&rig).await;
+    assert!(
+        done,
+        "a window claimed and not released stays planned for good, even after the backfill is run again: {}",
+        s.text(0)
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: a split month's run record (complete, listing nothing) is taken for a done window on a Redis that forgot the backfill; its halves are never planned"]
+async fn a_split_window_on_a_redis_that_forgot_the_backfill_is_not_taken_for_done() {
+    let rig = rig(72).await;
+    let (from, to) = ("20240101", "20240131");
+    let req = request(from, to);
+    backfill::start(&rig.deps, &req).await.expect("start");
+    // The month's first page listed more than a window may: the search function splits it
+    // (as run_search does: halves planned, the month's run ends listing nothing).
+    assert!(rig.lose_queued() > 0, "the month's first page was not sent");
+    let month = lawsync::law::SearchRequest {
+        from: from.into(),
+        to: to.into(),
+        run: Some(RunId::parse("backfill-20240101-20240131").expect("run")),
+        ..Default::default()
+    };
+    assert!(
+        backfill::split_if_large(&rig.deps, &month, BACKFILL_SPLIT_HITS + 1)
+            .await
+            .expect("split")
+    );
+    let run = month.run.clone().expect("run");
+    let (counted, _) = rig
+        .deps
+        .runs
+        .page(
+            &run,
+            &PageCount {
+                part: &month.window_name(),
+                page: 1,
+                last: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("page");
+    assert!(
+        matches!(counted, lawsync::mirror::runs::Counted::Yes { record: true }),
+        "{counted:?}"
+    );
+    rig.deps.record_run(&run).await.expect("record");
+    assert_eq!(rig.keys("runs/backfill-20240101-20240131.json").await.len(), 1);
+    // Redis is lost before the halves are searched; the store keeps the month's record.
+    rig.lose_queued();
+    rig.flush_redis().await;
+    // Run again, as the docs say: it continues.
+    backfill::start(&rig.deps, &req).await.expect("start again");
+    let complete = run_out(&rig, 8).await;
+    let missing: Vec<String> = wanted_dated(&rig, from, to)
+        .difference(&held(&rig).await)
+        .cloned()
+        .collect();
+    assert!(
+        !complete || missing.is_empty(),
+        "the backfill says complete, and {} precedents of the split month were never fetched: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    assert!(complete, "{}", status(&rig).await.text(0));
+}
+
+#[tokio::test]
+#[ignore = "defect: a window whose page was dead-lettered is done; the backfill completes with its precedents never fetched"]
+async fn a_dead_page_does_not_leave_the_backfill_complete_with_precedents_missing() {
+    let rig = rig(73).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    // The month's first page fails for good (every retry spent): it is buried.
+    assert!(rig.lose_queued() > 0, "the month's first page was not sent");
+    let month = lawsync::law::SearchRequest {
+        from: from.into(),
+        to: to.into(),
+        run: Some(RunId::parse("backfill-20240101-20240131").expect("run")),
+        ..Default::default()
+    };
+    lawsync::app::jobs::page_buried(&rig.deps, &month).await;
+    let complete = run_out(&rig, 8).await;
+    let missing = wanted_dated(&rig, from, to).difference(&held(&rig).await).count();
+    assert!(missing > 0, "not a test of a lost window");
+    let s = status(&rig).await;
+    assert!(
+        !complete,
+        "the backfill says complete with {missing} precedents of a window never fetched: {}",
+        s.text(0)
+    );
+}
+
+#[tokio::test]
+async fn a_daily_run_whose_keys_are_gone_does_not_hold_the_backfill() {
+    let rig = rig(74).await;
+    let daily = open_foreground(&rig, "sync-review-74").await;
+    assert!(rig.deps.runs.foreground_open().await.expect("open"));
+    // Redis lost the run's keys (evicted, expired): it can never complete or be recorded.
+    let keys = rig.ns.run(daily.as_str());
+    for key in [&keys.run, &keys.ids, &keys.pages, &keys.parts] {
+        let _: i64 = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut rig.deps.queue.connection().clone())
+            .await
+            .expect("del");
+    }
+    assert!(rig.deps.runs.status(&daily).await.expect("status").is_none());
+    assert!(
+        !rig.deps.runs.foreground_open().await.expect("open"),
+        "a run Redis no longer has holds the backfill back for FOREGROUND_HOLD"
+    );
+}
+
+#[tokio::test]
+async fn the_end_of_a_daily_run_releases_the_backfill_at_once() {
+    let rig = rig(75).await;
+    let daily = open_foreground(&rig, "sync-review-75").await;
+    let s = backfill::start(&rig.deps, &request("20240101", "20240331"))
+        .await
+        .expect("start");
+    assert_eq!(s.in_flight, 0, "{}", s.text(0));
+    // The daily run's last page is counted and it is recorded, as the search function does.
+    let (counted, _) = rig
+        .deps
+        .runs
+        .page(
+            &daily,
+            &PageCount {
+                part: "20261101~20261130",
+                page: 1,
+                last: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("page");
+    assert!(matches!(
+        counted,
+        lawsync::mirror::runs::Counted::Yes { record: true }
+    ));
+    let record = rig.deps.record_run(&daily).await.expect("record");
+    assert!(record.is_some_and(|r| r.complete));
+    // No drainer pass, no backfill message in flight: only the record can go on with it.
+    let s = status(&rig).await;
+    assert!(
+        s.in_flight > 0,
+        "the key waits for the drainer's next pass: {}",
+        s.text(0)
+    );
+}
+
+#[tokio::test]
+async fn one_pump_releases_no_more_than_its_watermark_counts_next_time() {
+    let rig = rig(76).await;
+    let daily = open_foreground(&rig, "sync-review-76").await;
+    // Ten years of months, planned while a daily run is open.
+    let s = backfill::start(&rig.deps, &request("20170101", "20261130"))
+        .await
+        .expect("start");
+    assert_eq!(s.in_flight, 0);
+    // The two newest windows are done and listed almost nothing (a month not decided yet,
+    // one barely published): the backfill's estimate of a window is 1 hit.
+    let ns = rig.ns.backfill();
+    hset(&rig, &ns, "w:20261101~20261130", "done:1").await;
+    hset(&rig, &ns, "w:20261001~20261031", "done:1").await;
+    hset(&rig, &ns, "settled", "2").await;
+    let _: i64 = redis::cmd("HDEL")
+        .arg(rig.ns.foreground_runs())
+        .arg(daily.as_str())
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hdel");
+    let pumped = backfill::pump(&rig.deps).await.expect("pump");
+    // What the very next pump counts waiting for what this one released: a window whose
+    // first page is unread counts a page of hits.
+    let after = status(&rig).await;
+    assert!(
+        after.waiting < BACKFILL_WATERMARK + u64::from(MAX_DISPLAY),
+        "one pump released {} windows; the backfill itself now counts {} waiting, over its watermark of {}",
+        pumped.in_flight,
+        after.waiting,
+        BACKFILL_WATERMARK
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: the undated window counts every dated hit of the whole list in its run, the corpus in Redis for a day"]
+async fn the_undated_window_keeps_only_undated_ids_in_redis() {
+    let rig = rig(77).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    assert!(run_out(&rig, 20).await, "{}", status(&rig).await.text(0));
+    let kept: u64 = redis::cmd("HLEN")
+        .arg(rig.ns.run(backfill::UNDATED_RUN).ids)
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hlen");
+    let undated = rig.lookalike.corpus().undated(Some(TODAY)).len() as u64;
+    let listed = rig.lookalike.corpus().visible(None, Some(TODAY)).len() as u64;
+    assert!(
+        kept <= undated,
+        "the undated window keeps {kept} ids in Redis for a day: the whole list ({listed}), not its {undated} undated hits"
+    );
+}
+
+#[test]
+fn a_range_far_outside_the_corpus_is_refused_by_name() {
+    // A typo (`--to 99991231`, `--from 00010101`) plans one window per month of it: each a
+    // Redis field, a store lookup when planned, and a search call when released.
+    for (from, to, says) in [
+        (
+            "00010101",
+            "20261130",
+            "backfill.from must not be before 19450101",
+        ),
+        ("20240101", "99991231", "backfill.to must not be after today"),
+    ] {
+        match request(from, to).windows() {
+            Ok(w) => panic!("--from {from} --to {to} planned {} windows", w.len()),
+            Err(e) => assert!(e.to_string().contains(says), "{e}"),
+        }
+    }
+    // The bounds themselves are accepted.
+    assert!(
+        request(lawsync::policy::BACKFILL_EARLIEST, "19451231")
+            .windows()
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn a_pump_meeting_a_release_in_progress_does_not_send_the_window_twice() {
+    let rig = rig(78).await;
+    let (from, to) = ("20240101", "20240131");
+    let daily = open_foreground(&rig, "sync-review-78").await;
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    let _: i64 = redis::cmd("HDEL")
+        .arg(rig.ns.foreground_runs())
+        .arg(daily.as_str())
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hdel");
+    // Function A has claimed the month and marked it released; before it opens the run
+    // and sends the first page, function B pumps.
+    let month = backfill::BackfillRequest::windows(&request(from, to)).expect("windows")[0].clone();
+    let now = lawsync::clock::now_millis();
+    hset(
+        &rig,
+        &rig.ns.backfill_claims(),
+        &format!("w:{}", month.name),
+        &now.to_string(),
+    )
+    .await;
+    hset(
+        &rig,
+        &rig.ns.backfill(),
+        &format!("w:{}", month.name),
+        &format!("released:{now}"),
+    )
+    .await;
+    backfill::pump(&rig.deps).await.expect("pump B");
+    // A goes on: opens the run and sends the first page.
+    let plan = RunPlan {
+        kind: "backfill".into(),
+        windows: vec![month.name.clone()],
+        query: None,
+        refresh: false,
+    };
+    rig.deps
+        .runs
+        .open(&month.run(), &plan, 0, now)
+        .await
+        .expect("open");
+    lawsync::app::schedule::send_searches(&rig.deps, &[month.first_page()])
+        .await
+        .expect("send");
+    let mark = rig.arrivals_len();
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let listed = wanted_dated(&rig, from, to).len();
+    let pages = listed.div_ceil(MAX_DISPLAY as usize).max(1);
+    let searched = rig.lookalike.arrivals()[mark..]
+        .iter()
+        .filter(|a| a.endpoint == "search" && a.window.as_deref() == Some(month.name.as_str()))
+        .count();
+    assert_eq!(
+        searched, pages,
+        "the month's {pages} page(s) were read {searched} times"
+    );
+}
+
+#[tokio::test]
+async fn a_release_that_died_before_its_run_opened_is_sent_by_a_later_pump() {
+    let rig = rig(79).await;
+    let (from, to) = ("20240101", "20240131");
+    let daily = open_foreground(&rig, "sync-review-79").await;
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    let _: i64 = redis::cmd("HDEL")
+        .arg(rig.ns.foreground_runs())
+        .arg(daily.as_str())
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("hdel");
+    // Marked released longer ago than the grace, its run never opened: its releaser died.
+    let month = request(from, to).windows().expect("windows")[0].clone();
+    let then = lawsync::clock::now_millis() - 2 * lawsync::policy::BACKFILL_RELEASE_GRACE.as_millis() as u64;
+    hset(
+        &rig,
+        &rig.ns.backfill_claims(),
+        &format!("w:{}", month.name),
+        &then.to_string(),
+    )
+    .await;
+    hset(
+        &rig,
+        &rig.ns.backfill(),
+        &format!("w:{}", month.name),
+        &format!("released:{then}"),
+    )
+    .await;
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let missing = wanted_dated(&rig, from, to).difference(&held(&rig).await).count();
+    assert_eq!(missing, 0, "precedents of the month never fetched");
+}
