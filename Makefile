@@ -5,7 +5,7 @@ CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
 
-.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost soak build lambda-build sam-build deploy logs deps demo fuzz help
+.PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost bench-mirror soak build lambda-build sam-build deploy logs deps demo fuzz help
 
 GATE ?= shared
 # Lambda architecture: the template's default is arm64 (Graviton); a machine without the
@@ -19,6 +19,7 @@ help:
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make bench-cost  billed handler time per law.go.kr call, this package against the seed's sleep-in-handler, at SQS concurrency 1/2/5/10"
+	@echo "make bench-mirror three mirror designs, backfill + 60 days each, at law.go.kr's volume (BENCH_MIRROR_ARGS='--scale 0.1' for a quick run)"
 	@echo "make soak        the long reliability suites (ignored by make test), release build"
 	@echo "make fuzz        cargo-fuzz on the parsers for FUZZ_SECONDS (default 60) per target, with a summary"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
@@ -74,6 +75,13 @@ bench-cost: redis-up moto-up
 	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) build --release --locked -p lawsync --bin lawsync && \
 	$(CARGO) run --release --locked -p lawsync-tests --bin bench-cost || status=$$?; \
+	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
+
+# Three mirror designs, each a backfill and 60 days of schedules, against the look-alike at
+# law.go.kr's volume (docs/bench-mirror.md); BENCH_MIRROR_ARGS passes flags, e.g. --scale 0.1.
+bench-mirror: redis-up moto-up
+	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
+	status=0; $(CARGO) run --release --locked -p lawsync-tests --bin bench-mirror -- $(BENCH_MIRROR_ARGS) || status=$$?; \
 	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
 
 # The suites too long for make test (marked #[ignore = "soak: ..."]), in release.
