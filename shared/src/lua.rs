@@ -249,9 +249,12 @@ script!(
 script!(
     /// Note that a run's record and feed lines were written.
     RUN_RECORDED, "run_recorded", RUN);
+script!(
+    /// Forget a finished, recorded run, so that its id counts again from nothing.
+    RUN_DISCARD, "run_discard", RUN);
 
 /// Every script, for the contract tests.
-pub static ALL: [&LuaScript; 18] = [
+pub static ALL: [&LuaScript; 19] = [
     &GATE_ACQUIRE,
     &GATE_DEFER,
     &GATE_STATUS,
@@ -270,6 +273,7 @@ pub static ALL: [&LuaScript; 18] = [
     &RUN_PAGE,
     &RUN_MARK,
     &RUN_RECORDED,
+    &RUN_DISCARD,
 ];
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The sync-run scripts (`run_open`, `run_page`, `run_mark`, `run_recorded`) called
+//! The sync-run scripts (`run_open`, `run_page`, `run_mark`, `run_recorded`, `run_discard`) called
 //! directly with the ARGV their contracts document, on real Redis (standalone and
 //! cluster): counts exact under repeats and any order, completion once and never early,
 //! feed lines never lost, and every refusal writing nothing. Each case is one an
@@ -83,6 +83,7 @@ impl Run {
             "0",
             "2000",
             probe,
+            "0",
             n.as_str(),
         ];
         args.extend_from_slice(spawn);
@@ -273,10 +274,58 @@ async fn refusals_write_nothing() {
         r.open("0", &["w"]).await;
         let run = r.id.clone();
         for args in [
-            vec![run.as_str(), "w", "1.5", "0", "1", "0", "0", "2000", "0", "0"],
-            vec![run.as_str(), "w", "1", "yes", "1", "0", "0", "2000", "0", "0"],
-            vec![run.as_str(), "w", "1", "0", "1e20", "0", "0", "2000", "0", "0"],
-            vec![run.as_str(), "w", "1", "0", "1", "0.5", "0", "2000", "0", "0"],
+            vec![
+                run.as_str(),
+                "w",
+                "1.5",
+                "0",
+                "1",
+                "0",
+                "0",
+                "2000",
+                "0",
+                "0",
+                "0",
+            ],
+            vec![
+                run.as_str(),
+                "w",
+                "1",
+                "yes",
+                "1",
+                "0",
+                "0",
+                "2000",
+                "0",
+                "0",
+                "0",
+            ],
+            vec![
+                run.as_str(),
+                "w",
+                "1",
+                "0",
+                "1e20",
+                "0",
+                "0",
+                "2000",
+                "0",
+                "0",
+                "0",
+            ],
+            vec![
+                run.as_str(),
+                "w",
+                "1",
+                "0",
+                "1",
+                "0.5",
+                "0",
+                "2000",
+                "0",
+                "0",
+                "0",
+            ],
             vec![run.as_str(), "w", "1", "0", "1", "0", "0", "nan", "0", "0"],
             vec![
                 run.as_str(),
@@ -287,6 +336,7 @@ async fn refusals_write_nothing() {
                 "0",
                 "0",
                 "2000",
+                "0",
                 "0",
                 "2",
                 "only-one",
@@ -300,6 +350,7 @@ async fn refusals_write_nothing() {
                 "0",
                 "0",
                 "2000",
+                "0",
                 "0",
                 "0",
                 "x",
@@ -557,7 +608,7 @@ async fn numbers_are_digits_as_redis_writes_them() {
             let e = r
                 .call::<(i64, i64, i64)>(
                     &lua::RUN_PAGE,
-                    &[&run, "w", "1", "0", bad, "0", "0", "2000", "0", "0"],
+                    &[&run, "w", "1", "0", bad, "0", "0", "2000", "0", "0", "0"],
                 )
                 .await
                 .expect_err(bad);
@@ -584,6 +635,99 @@ async fn numbers_are_digits_as_redis_writes_them() {
             .expect_err("no probe left");
         assert!(e.to_string().contains("no month probe left"), "{e}");
         assert_eq!(r.field("probesLeft").await.as_deref(), Some("0"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn hits_of_other_windows_are_counted_not_kept() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["all"]).await;
+        let run = r.id.clone();
+        // The whole list's page: 3 hits, 2 of them dated (another window's), 1 undated.
+        let (counted, completed, _) = r
+            .call::<(i64, i64, i64)>(
+                &lua::RUN_PAGE,
+                &[
+                    &run, "all", "1", "1", "3", "0", "0", "2000", "0", "2", "0", "u1", "sent",
+                ],
+            )
+            .await
+            .expect("page");
+        assert_eq!((counted, completed), (1, 0));
+        assert_eq!(r.field("elsewhere").await.as_deref(), Some("2"));
+        assert_eq!(
+            r.field("listed:all").await.as_deref(),
+            Some("3"),
+            "the window listed what it reported"
+        );
+        let kept: i64 = redis::cmd("HLEN")
+            .arg(&r.k.ids)
+            .query_async(&mut r.conn)
+            .await
+            .expect("hlen");
+        assert_eq!(kept, 1, "only the undated hit is kept");
+        assert_eq!(r.mark("u1", "added", "").await.1, 1, "the run completes");
+        // A count that is not whole is refused.
+        let e = r
+            .call::<(i64, i64, i64)>(
+                &lua::RUN_PAGE,
+                &[&run, "all", "2", "1", "3", "0", "0", "2000", "0", "-1", "0"],
+            )
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("BADARG"), "{e}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_run_is_discarded_only_when_the_store_is_owed_nothing() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        r.open("0", &["w"]).await;
+        let run = r.id.clone();
+        let discard = async |r: &mut Run| -> i64 {
+            let run = r.id.clone();
+            r.call(&lua::RUN_DISCARD, &[&run]).await.expect("discard")
+        };
+        assert_eq!(discard(&mut r).await, 0, "an open run is kept");
+        r.page("w", "1", true, "1", &[("x", "sent")]).await;
+        let line = r#"{"id":"x","change":"added"}"#;
+        assert_eq!(r.mark("x", "added", line).await.1, 1);
+        assert_eq!(
+            discard(&mut r).await,
+            0,
+            "a run owed its record and a line is kept"
+        );
+        let version = r.field("version").await.expect("version");
+        let recorded: i64 = r
+            .call(
+                &lua::RUN_RECORDED,
+                &[&run, "3000", "0", TTL, &version, "changes/f", "x", line],
+            )
+            .await
+            .expect("recorded");
+        assert_eq!(recorded, 1);
+        assert_eq!(r.field("recorded").await.as_deref(), Some("3000"));
+        assert_eq!(
+            discard(&mut r).await,
+            1,
+            "a recorded run owed nothing is discarded"
+        );
+        for key in [&r.k.run, &r.k.ids, &r.k.pages, &r.k.parts, &r.k.changes] {
+            let n: i64 = redis::cmd("EXISTS")
+                .arg(key)
+                .query_async(&mut r.conn)
+                .await
+                .expect("exists");
+            assert_eq!(n, 0, "{key} left behind");
+        }
+        // The same id opens afresh and counts its first page again.
+        assert_eq!(r.open("0", &["w"]).await, 1);
+        assert_eq!(r.page("w", "1", true, "1", &[("x", "skipped")]).await.0, 1);
+        assert_eq!(discard(&mut r).await, 0, "complete but not recorded: kept");
     })
     .await;
 }

@@ -1,8 +1,8 @@
 --[[ include run_progress: a sync run's ids, parts and completion, for run_page and run_mark.
   The run hash holds: opened, meta, seen, n:<state> (one counter per state), partsDone,
-  probesLeft, unheldProbed, pagesDone, pagesDead, withoutId, totalCnt, and per part p:
-  total:<p> (totalCnt of its first page), listed:<p> (ids and hits without id on its
-  pages), done:<p> (pages counted), last:<p> (its last page), finished:<p>; then
+  probesLeft, unheldProbed, pagesDone, pagesDead, withoutId, elsewhere, totalCnt, and per part p:
+  total:<p> (totalCnt of its first page), listed:<p> (ids, hits without id and hits of
+  other windows on its pages), done:<p> (pages counted), last:<p> (its last page), finished:<p>; then
   completed (ms, once), recorded (ms), feedFiles, alertOwed.
   K.parts lists the parts the run waits for: the windows it was opened with, and those a
   probe added. A part is finished when every page from 1 to its last was counted.

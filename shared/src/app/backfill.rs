@@ -214,6 +214,11 @@ pub enum WindowState {
     Done {
         at_ms: u64,
     },
+    /// Its run completed with a page or an id dead-lettered: precedents of it may be
+    /// missing. Searched again when the backfill is run again.
+    Failed {
+        at_ms: u64,
+    },
 }
 
 impl WindowState {
@@ -224,6 +229,7 @@ impl WindowState {
             None if text == "split" => Self::Split,
             Some(("released", t)) => Self::Released { at_ms: ms(t)? },
             Some(("done", t)) => Self::Done { at_ms: ms(t)? },
+            Some(("failed", t)) => Self::Failed { at_ms: ms(t)? },
             _ => return None,
         })
     }
@@ -234,6 +240,7 @@ impl WindowState {
             Self::Split => "split".into(),
             Self::Released { at_ms } => format!("released:{at_ms}"),
             Self::Done { at_ms } => format!("done:{at_ms}"),
+            Self::Failed { at_ms } => format!("failed:{at_ms}"),
         }
     }
 }
@@ -274,6 +281,9 @@ pub struct BackfillStatus {
     /// Windows in the plan (split windows counted as their halves).
     pub windows: u64,
     pub done: u64,
+    /// Completed with a page or an id dead-lettered: searched again when the backfill is
+    /// run again.
+    pub failed: u64,
     /// Released and not done yet: in flight.
     pub in_flight: u64,
     /// Not released yet.
@@ -307,7 +317,7 @@ impl BackfillStatus {
             return (0.0, None);
         }
         let rate = self.ids_settled as f64 / secs;
-        if self.complete() {
+        if self.complete() || self.done + self.failed == self.windows {
             return (rate, Some(std::time::Duration::ZERO));
         }
         let per_window = if self.done > 0 {
@@ -334,8 +344,16 @@ impl BackfillStatus {
             Some(_) => "complete".into(),
             None => "ETA -".into(),
         };
+        let failed = if self.failed > 0 {
+            format!(
+                ", {} failed (a page or id dead-lettered; run the backfill again to search them again)",
+                self.failed
+            )
+        } else {
+            String::new()
+        };
         let mut out = format!(
-            "backfill: [{}{}] {}/{} windows done, {} in flight, {} left{}\n  {} ids settled, {} waiting; {:.2} ids/s, {eta}",
+            "backfill: [{}{}] {}/{} windows done, {} in flight, {} left{failed}{}\n  {} ids settled, {} waiting; {:.2} ids/s, {eta}",
             "#".repeat(filled),
             "-".repeat(WIDTH - filled.min(WIDTH)),
             self.done,
@@ -366,6 +384,9 @@ fn hms(d: std::time::Duration) -> String {
 /// The backfill's windows and counters, as Redis holds them.
 struct State {
     windows: BTreeMap<String, WindowState>,
+    /// The last plan asked for done windows to be searched again: a split's halves are
+    /// searched even where the store holds their records.
+    again: bool,
     started_ms: u64,
     settled: u64,
     pages: u64,
@@ -386,6 +407,7 @@ async fn read_state_in(
         .map_err(RedisFailure::from)?;
     let mut state = State {
         windows: BTreeMap::new(),
+        again: false,
         started_ms: 0,
         settled: 0,
         pages: 0,
@@ -398,6 +420,7 @@ async fn read_state_in(
             "settled" => state.settled = number().ok_or_else(bad)?,
             "pages" => state.pages = number().ok_or_else(bad)?,
             f if f.starts_with("counted:") => {}
+            "again" => state.again = true,
             f => {
                 let name = f.strip_prefix("w:").ok_or_else(bad)?;
                 Window::parse(name).ok_or_else(bad)?;
@@ -407,6 +430,21 @@ async fn read_state_in(
         }
     }
     Ok(state)
+}
+
+async fn window_state(deps: &Deps, window: &str) -> Result<Option<WindowState>, BackfillError> {
+    let text: Option<String> = redis::cmd("HGET")
+        .arg(deps.ns.backfill())
+        .arg(format!("w:{window}"))
+        .query_async(&mut deps.queue.connection().clone())
+        .await
+        .map_err(RedisFailure::from)?;
+    match text {
+        None => Ok(None),
+        Some(t) => WindowState::parse(&t).map(Some).ok_or(BackfillError::State {
+            field: format!("w:{window}"),
+        }),
+    }
 }
 
 async fn set_window(deps: &Deps, window: &str, st: WindowState) -> Result<(), BackfillError> {
@@ -434,6 +472,21 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
         .query_async(&mut conn.clone())
         .await
         .map_err(RedisFailure::from)?;
+    let mut flag = redis::pipe();
+    if req.again {
+        flag.hset(deps.ns.backfill(), "again", 1);
+    } else {
+        flag.hdel(deps.ns.backfill(), "again");
+    }
+    let () = flag
+        .ignore()
+        .query_async(&mut conn.clone())
+        .await
+        .map_err(RedisFailure::from)?;
+    let state = read_state(deps).await?;
+    if req.again {
+        forget_halves(deps, &state, &windows).await?;
+    }
     let state = read_state(deps).await?;
     // Windows Redis does not know: done already if the store holds their record (a Redis
     // that forgot the backfill), planned otherwise.
@@ -447,7 +500,16 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
         let st = match state.windows.get(&w.name) {
             None if recorded.contains(&w.name) && !req.again => WindowState::Done { at_ms: now },
             None => WindowState::Planned,
-            Some(WindowState::Done { .. }) if req.again => WindowState::Planned,
+            Some(WindowState::Done { .. }) if !req.again => continue,
+            Some(WindowState::Done { .. } | WindowState::Failed { .. }) => {
+                // Searched again under the same run id: the finished run is forgotten
+                // first, or its pages would count as read already.
+                if !deps.runs.discard(&w.run()).await? {
+                    tracing::warn!(window = %w.name, "backfill: the window's run is still owed its record or alert; run the backfill again after the drainer's next pass");
+                    continue;
+                }
+                WindowState::Planned
+            }
             Some(WindowState::Released { .. }) => {
                 resend.push(w.clone());
                 continue;
@@ -480,7 +542,37 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
     pump(deps).await
 }
 
-/// The windows among `windows` whose run record the store holds.
+/// With `again`: the windows a split of one of `windows` made are forgotten (their runs
+/// too), so that the split, made again, plans them afresh.
+async fn forget_halves(deps: &Deps, state: &State, windows: &[Window]) -> Result<(), BackfillError> {
+    let asked: Vec<(i64, i64)> = windows.iter().filter_map(Window::span).collect();
+    for name in state.windows.keys() {
+        let Some(w) = Window::parse(name) else { continue };
+        let Some((a, b)) = w.span() else { continue };
+        let inside = asked.iter().any(|&(x, y)| x <= a && b <= y && (x, y) != (a, b));
+        if !inside || windows.iter().any(|r| r.name == w.name) {
+            continue;
+        }
+        if !deps.runs.discard(&w.run()).await? {
+            tracing::warn!(window = %w.name, "backfill: a split's half is still owed its record or alert and is kept; run the backfill again after the drainer's next pass");
+            continue;
+        }
+        let () = redis::pipe()
+            .hdel(deps.ns.backfill(), format!("w:{}", w.name))
+            .ignore()
+            .hdel(deps.ns.backfill(), format!("counted:{}", w.name))
+            .ignore()
+            .hdel(deps.ns.backfill_claims(), format!("w:{}", w.name))
+            .ignore()
+            .query_async(&mut deps.queue.connection().clone())
+            .await
+            .map_err(RedisFailure::from)?;
+    }
+    Ok(())
+}
+
+/// The windows among `windows` whose run record the store holds, complete and without a
+/// dead letter.
 async fn recorded_windows(deps: &Deps, windows: &[&Window]) -> Result<Vec<String>, BackfillError> {
     use futures::StreamExt;
     let lookups: Vec<_> = windows
@@ -492,9 +584,9 @@ async fn recorded_windows(deps: &Deps, windows: &[&Window]) -> Result<Vec<String
             async move {
                 match docs.get(&key).await {
                     Ok(Some(body)) => {
-                        let complete = serde_json::from_slice::<crate::mirror::runs::RunRecord>(&body)
-                            .is_ok_and(|r| r.complete);
-                        Ok(complete.then_some(name))
+                        let done = serde_json::from_slice::<crate::mirror::runs::RunRecord>(&body)
+                            .is_ok_and(|r| r.complete && r.pages_dead == 0 && r.ids.dead == 0);
+                        Ok(done.then_some(name))
                     }
                     Ok(None) => Ok(None),
                     Err(e) => Err(BackfillError::Store(e.to_string())),
@@ -566,6 +658,11 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
                 settled_in_flight += w_settled;
                 status.ids_waiting += s.ids_seen.saturating_sub(w_settled);
             }
+            None if window_state(deps, &name).await?
+                != Some(WindowState::Released { at_ms: released_ms }) =>
+            {
+                // Split (its run dropped) or settled by another caller since it was read.
+            }
             None => {
                 // Redis no longer counts it: done if its record says so; sent again
                 // otherwise (its messages went with the Redis that counted them).
@@ -599,10 +696,9 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
             break;
         }
         if w.is_undated()
-            && state
-                .windows
-                .iter()
-                .any(|(n, s)| n != UNDATED && !matches!(s, WindowState::Done { .. } | WindowState::Split))
+            && state.windows.iter().any(|(n, s)| {
+                n != UNDATED && matches!(s, WindowState::Planned | WindowState::Released { .. })
+            })
         {
             break;
         }
@@ -625,6 +721,7 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
     for (name, st) in &state.windows {
         match st {
             WindowState::Done { .. } => status.done += 1,
+            WindowState::Failed { .. } => status.failed += 1,
             WindowState::Released { .. } => {
                 status.in_flight += 1;
                 status.flying.push(name.clone());
@@ -668,6 +765,7 @@ pub async fn status_in(
     for (name, st) in &state.windows {
         match st {
             WindowState::Done { .. } => status.done += 1,
+            WindowState::Failed { .. } => status.failed += 1,
             WindowState::Planned => status.planned += 1,
             WindowState::Split => continue,
             WindowState::Released { .. } => {
@@ -702,7 +800,8 @@ fn window_work(s: &RunStatus) -> (u64, u64) {
     let unread = if s.pages_done == 0 {
         MAX_DISPLAY as u64
     } else {
-        s.total_cnt.saturating_sub(s.ids_seen + s.hits_without_id)
+        s.total_cnt
+            .saturating_sub(s.ids_seen + s.hits_without_id + s.hits_elsewhere)
     };
     (sent + unread, s.ids_seen.saturating_sub(s.outstanding()))
 }
@@ -728,8 +827,17 @@ async fn window_done(
     s: &RunStatus,
     now: u64,
 ) -> Result<(), BackfillError> {
-    // Counted once: the caller that claims the count adds the window up.
     let conn = deps.queue.connection().clone();
+    let dead = s.counts.get(IdState::Dead.as_str()).copied().unwrap_or(0) > 0;
+    if s.pages_dead > 0 || dead {
+        // Dead letters were alerted; the window is not done until searched again.
+        let failed = WindowState::Failed { at_ms: now };
+        set_window(deps, name, failed).await?;
+        state.windows.insert(name.to_owned(), failed);
+        tracing::warn!(window = %name, pages_dead = s.pages_dead, "backfill: window finished with dead letters; run the backfill again to search it again");
+        return Ok(());
+    }
+    // Counted once: the caller that claims the count adds the window up.
     let settled = s.ids_seen.saturating_sub(s.outstanding());
     let first: i64 = redis::cmd("HSETNX")
         .arg(deps.ns.backfill())
@@ -790,7 +898,8 @@ async fn unclaim(deps: &Deps, window: &str) {
 
 /// Called with the first page of a backfill window: when it lists more than
 /// [`BACKFILL_SPLIT_HITS`] and spans more than a day, the window is replaced by its halves
-/// (planned, released by the pump) and `true` is returned: the page is not fanned out.
+/// (planned, released by the pump; done where the store holds a half's record), the
+/// window's run is dropped, and `true` is returned: the page is not fanned out.
 pub async fn split_if_large(deps: &Deps, req: &SearchRequest, total: u64) -> Result<bool, BackfillError> {
     if req.all || req.page.unwrap_or(1) != 1 || total <= BACKFILL_SPLIT_HITS {
         return Ok(false);
@@ -801,16 +910,35 @@ pub async fn split_if_large(deps: &Deps, req: &SearchRequest, total: u64) -> Res
     let Some((newer, older)) = w.halves() else {
         return Ok(false);
     };
+    // A half the store holds the record of is done already (a split made again, on a Redis
+    // that forgot the backfill), unless the backfill was asked to search again.
+    let again = read_state(deps).await?.again;
+    let recorded = if again {
+        Vec::new()
+    } else {
+        recorded_windows(deps, &[&newer, &older]).await?
+    };
+    let now = crate::clock::now_millis();
     for half in [&newer, &older] {
+        let st = if recorded.contains(&half.name) {
+            WindowState::Done { at_ms: now }
+        } else {
+            WindowState::Planned
+        };
         let _: i64 = redis::cmd("HSETNX")
             .arg(deps.ns.backfill())
             .arg(format!("w:{}", half.name))
-            .arg(WindowState::Planned.text())
+            .arg(st.text())
             .query_async(&mut deps.queue.connection().clone())
             .await
             .map_err(RedisFailure::from)?;
     }
     set_window(deps, &w.name, WindowState::Split).await?;
+    // The window's run listed nothing and never will: it is dropped, not recorded, so that
+    // no record in the store says the window was searched.
+    if let Some(run) = &req.run {
+        deps.runs.abandon(run).await?;
+    }
     tracing::info!(window = %w.name, total, "backfill: window too large; split in two");
     Ok(true)
 }

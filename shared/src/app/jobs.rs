@@ -69,14 +69,8 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
     if let Some(run) = req.run.as_ref().filter(|r| r.is_backfill())
         && super::backfill::split_if_large(deps, req, page.total).await?
     {
-        // Replaced by its halves: this window ends here, listing nothing.
-        let count = PageCount {
-            part: &req.window_name(),
-            page: 1,
-            last: true,
-            ..Default::default()
-        };
-        count_page(deps, run, &count).await?;
+        // Replaced by its halves, its run dropped: the pump releases them.
+        super::backfill::after_window(deps, run).await;
         return Ok(0);
     }
     let now = crate::clock::now_millis();
@@ -88,6 +82,7 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         .map_err(|e| JobError::Store(e.to_string()))?;
     let mut bodies = Vec::new();
     let mut states = Vec::with_capacity(ids.len());
+    let mut elsewhere = 0u32;
     // The backfill's undated window reads the whole list for the hits without a decision
     // date; a dated hit there belongs to its month window, in the backfill or not.
     let undated_only = req
@@ -96,7 +91,8 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         .is_some_and(|r| r.as_str() == super::backfill::UNDATED_RUN);
     for (hit, held) in page.items.iter().zip(&held) {
         if undated_only && hit.decided_yyyymmdd().is_some() {
-            states.push((hit.id.as_str(), IdState::Skipped));
+            // Counted, not kept: the run's ids would be the whole corpus in Redis.
+            elsewhere += 1;
             continue;
         }
         match verdict(hit, held.as_ref(), req.refresh, now) {
@@ -159,6 +155,7 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
             last: !more,
             total: page.total,
             without_id: page.skipped_items,
+            elsewhere,
             ids: &states,
             ..Default::default()
         };

@@ -192,6 +192,9 @@ pub struct RunStatus {
     pub unheld_probed: u64,
     pub probed_total: u64,
     pub hits_without_id: u64,
+    /// Hits listed that belong to other windows (the backfill's undated window reads the
+    /// whole list): counted, not kept.
+    pub hits_elsewhere: u64,
     pub ids_seen: u64,
     pub counts: BTreeMap<String, i64>,
     /// Per part (window): `totalCnt` as its first page reported it, and the ids (and hits
@@ -376,12 +379,20 @@ pub struct RunRecord {
     pub feed: Vec<String>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// The ids of a run by what became of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunIdCounts {
     pub seen: u64,
     pub without_id: u64,
+    /// Hits listed that belong to other windows (the backfill's undated window's dated
+    /// hits): counted, not kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub elsewhere: u64,
     pub skipped: u64,
     pub fetched: u64,
     pub added: u64,
@@ -436,6 +447,8 @@ pub struct PageCount<'a> {
     /// `totalCnt` as reported (counted from a window's first page; 0 for a probe).
     pub total: u64,
     pub without_id: u32,
+    /// Hits listed that belong to other windows: counted, not kept.
+    pub elsewhere: u32,
     pub dead: bool,
     /// Windows this page adds to those the run waits for (a probe that found one to read).
     pub spawn: &'a [String],
@@ -516,6 +529,7 @@ impl Runs {
             .arg(if c.dead { "1" } else { "0" })
             .arg(crate::clock::now_millis())
             .arg(c.probe_unheld.map_or(0, |n| n.saturating_add(1)))
+            .arg(c.elsewhere)
             .arg(c.spawn.len());
         for part in c.spawn {
             call.arg(part.as_str());
@@ -615,6 +629,7 @@ impl Runs {
             unheld_probed: num("unheldProbed")?,
             probed_total: num("probedTotal")?,
             hits_without_id: num("withoutId")?,
+            hits_elsewhere: num("elsewhere")?,
             ids_seen: num("seen")?,
             counts,
             part_totals,
@@ -685,6 +700,39 @@ impl Runs {
             .await
             .map_err(RedisFailure::from)?;
         Ok(n == 1)
+    }
+
+    /// Forgets `run` so that a run of the same id counts from nothing (a backfill window
+    /// searched again): `true` when it is gone, `false` when it is kept because it is not
+    /// complete, or the store is still owed its record, a feed line or its alert.
+    pub async fn discard(&self, run: &RunId) -> Result<bool, RunError> {
+        let gone: i64 = lua::RUN_DISCARD
+            .prepare(&self.keys(run))
+            .arg(run.as_str())
+            .invoke_async(&mut self.redis.clone())
+            .await
+            .map_err(RedisFailure::from)?;
+        Ok(gone == 1)
+    }
+
+    /// Drops `run` without a record: a backfill window split in two before it listed an
+    /// id (its halves are runs of their own). Only for a run that counted no id.
+    pub async fn abandon(&self, run: &RunId) -> Result<(), RunError> {
+        let k = self.keys(run);
+        let () = redis::pipe()
+            .atomic()
+            .del(&[&k.run, &k.ids, &k.pages, &k.parts, &k.changes])
+            .ignore()
+            .zrem(&k.runs, run.as_str())
+            .ignore()
+            .srem(&k.unrecorded, run.as_str())
+            .ignore()
+            .srem(&k.alerts, run.as_str())
+            .ignore()
+            .query_async(&mut self.redis.clone())
+            .await
+            .map_err(RedisFailure::from)?;
+        Ok(())
     }
 
     /// Runs whose record or feed lines are owed to the store.
@@ -764,6 +812,7 @@ impl Runs {
             ids: RunIdCounts {
                 seen: status.ids_seen,
                 without_id: status.hits_without_id,
+                elsewhere: status.hits_elsewhere,
                 skipped: status.count(IdState::Skipped),
                 fetched: status.fetched(),
                 added: status.count(IdState::Added),
@@ -965,6 +1014,7 @@ mod tests {
             version: 0,
             feed: Vec::new(),
             hits_without_id: 0,
+            hits_elsewhere: 0,
             ids_seen: 412,
             counts: BTreeMap::new(),
             part_totals: [
