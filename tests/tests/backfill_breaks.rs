@@ -480,3 +480,40 @@ async fn again_searches_done_windows_afresh_and_completes() {
         .count();
     assert_eq!(details, 0, "held precedents fetched again");
 }
+
+#[tokio::test]
+async fn a_release_that_died_after_opening_its_run_is_sent_by_a_later_pump() {
+    let rig = rig(81).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    // The releaser opened the month's run and died before its first page was sent: the
+    // message never existed, the window is marked released (not sent) long enough ago.
+    assert!(rig.lose_queued() > 0, "the month's first page was not sent");
+    let month = request(from, to).windows().expect("windows")[0].clone();
+    let then = lawsync::clock::now_millis() - 2 * lawsync::policy::BACKFILL_RELEASE_GRACE.as_millis() as u64;
+    hset(
+        &rig,
+        &rig.ns.backfill(),
+        &format!("w:{}", month.name),
+        &format!("released:{then}"),
+    )
+    .await;
+    assert!(
+        rig.deps
+            .runs
+            .status(&month.run())
+            .await
+            .expect("status")
+            .is_some(),
+        "the run is open"
+    );
+    assert!(
+        run_out(&rig, 8).await,
+        "a window whose first page was never sent stays in flight: {}",
+        status(&rig).await.text(0)
+    );
+    let missing = wanted_dated(&rig, from, to).difference(&held(&rig).await).count();
+    assert_eq!(missing, 0, "precedents of the month never fetched");
+}

@@ -206,8 +206,11 @@ impl Window {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowState {
     Planned,
+    /// Its run opened and first page sent (`sent`), or about to be by the caller that
+    /// claimed it at `at_ms`.
     Released {
         at_ms: u64,
+        sent: bool,
     },
     /// Split into two windows of its own.
     Split,
@@ -227,7 +230,14 @@ impl WindowState {
         Some(match text.split_once(':') {
             None if text == "planned" => Self::Planned,
             None if text == "split" => Self::Split,
-            Some(("released", t)) => Self::Released { at_ms: ms(t)? },
+            Some(("released", t)) => Self::Released {
+                at_ms: ms(t)?,
+                sent: false,
+            },
+            Some(("sent", t)) => Self::Released {
+                at_ms: ms(t)?,
+                sent: true,
+            },
             Some(("done", t)) => Self::Done { at_ms: ms(t)? },
             Some(("failed", t)) => Self::Failed { at_ms: ms(t)? },
             _ => return None,
@@ -238,7 +248,8 @@ impl WindowState {
         match self {
             Self::Planned => "planned".into(),
             Self::Split => "split".into(),
-            Self::Released { at_ms } => format!("released:{at_ms}"),
+            Self::Released { at_ms, sent: false } => format!("released:{at_ms}"),
+            Self::Released { at_ms, sent: true } => format!("sent:{at_ms}"),
             Self::Done { at_ms } => format!("done:{at_ms}"),
             Self::Failed { at_ms } => format!("failed:{at_ms}"),
         }
@@ -615,7 +626,14 @@ async fn send_first_page(deps: &Deps, w: &Window) -> Result<(), BackfillError> {
         .await?;
     super::schedule::send_searches(deps, std::slice::from_ref(&first))
         .await
-        .map_err(|e| BackfillError::Send(e.to_string()))
+        .map_err(|e| BackfillError::Send(e.to_string()))?;
+    // Marked sent only while in flight. Not atomic: a split or finish landing between the
+    // read and the write is undone, and made again by the next pump (the run's state
+    // decides), at the cost of a page at most.
+    if let Some(WindowState::Released { at_ms, sent: false }) = window_state(deps, &w.name).await? {
+        set_window(deps, &w.name, WindowState::Released { at_ms, sent: true }).await?;
+    }
+    Ok(())
 }
 
 /// Settles what the windows in flight have done, then releases windows, newest first, while
@@ -633,18 +651,24 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
     let now = crate::clock::now_millis();
     let mut waiting = 0u64;
     let mut settled_in_flight = 0u64;
-    let released: Vec<(String, u64)> = state
+    let released: Vec<(String, WindowState)> = state
         .windows
         .iter()
-        .filter_map(|(n, s)| match s {
-            WindowState::Released { at_ms } => Some((n.clone(), *at_ms)),
-            _ => None,
-        })
+        .filter(|(_, s)| matches!(s, WindowState::Released { .. }))
+        .map(|(n, s)| (n.clone(), *s))
         .collect();
-    for (name, released_ms) in released {
+    for (name, was) in released {
+        let WindowState::Released {
+            at_ms: released_ms,
+            sent,
+        } = was
+        else {
+            continue;
+        };
+        let stale = now.saturating_sub(released_ms) >= BACKFILL_RELEASE_GRACE.as_millis() as u64;
         let w = Window::parse(&name).expect("parsed when read");
         match deps.runs.status(&w.run()).await? {
-            None if now.saturating_sub(released_ms) < BACKFILL_RELEASE_GRACE.as_millis() as u64 => {
+            None if !stale => {
                 // Being released by another caller (marked, its run not opened yet): that
                 // caller sends its first page; sending it here too would read it twice.
                 waiting += MAX_DISPLAY as u64;
@@ -652,15 +676,22 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
             Some(s) if s.completed_ms.is_some() => {
                 window_done(deps, &mut state, &name, &s, now).await?;
             }
+            Some(s)
+                if !sent && stale && s.pages_done == 0 && window_state(deps, &name).await? == Some(was) =>
+            {
+                // Its run opened and its first page never marked sent: the releaser died
+                // between the two. Sent here (a page counts once if both were sent).
+                send_first_page(deps, &w).await?;
+                tracing::warn!(window = %name, "backfill: a window's first page was never sent; sent now");
+                waiting += MAX_DISPLAY as u64;
+            }
             Some(s) => {
                 let (w_waiting, w_settled) = window_work(&s);
                 waiting += w_waiting;
                 settled_in_flight += w_settled;
                 status.ids_waiting += s.ids_seen.saturating_sub(w_settled);
             }
-            None if window_state(deps, &name).await?
-                != Some(WindowState::Released { at_ms: released_ms }) =>
-            {
+            None if window_state(deps, &name).await? != Some(was) => {
                 // Split (its run dropped) or settled by another caller since it was read.
             }
             None => {
@@ -705,7 +736,15 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
         if !claim(deps, &w.name, now).await? {
             continue;
         }
-        set_window(deps, &w.name, WindowState::Released { at_ms: now }).await?;
+        set_window(
+            deps,
+            &w.name,
+            WindowState::Released {
+                at_ms: now,
+                sent: false,
+            },
+        )
+        .await?;
         if let Err(e) = send_first_page(deps, &w).await {
             // Not sent: planned again, for the next pump.
             unclaim(deps, &w.name).await;
@@ -713,9 +752,13 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
             return Err(e);
         }
         tracing::info!(window = %w.name, waiting, "backfill: window released");
-        state
-            .windows
-            .insert(w.name.clone(), WindowState::Released { at_ms: now });
+        state.windows.insert(
+            w.name.clone(),
+            WindowState::Released {
+                at_ms: now,
+                sent: true,
+            },
+        );
         waiting += per_window;
     }
     for (name, st) in &state.windows {
@@ -1065,7 +1108,11 @@ mod tests {
         for s in [
             WindowState::Planned,
             WindowState::Split,
-            WindowState::Released { at_ms: 5 },
+            WindowState::Released {
+                at_ms: 5,
+                sent: false,
+            },
+            WindowState::Released { at_ms: 6, sent: true },
             WindowState::Done { at_ms: 7 },
         ] {
             assert_eq!(WindowState::parse(&s.text()), Some(s));
