@@ -124,8 +124,8 @@ impl Job {
 
     /// The job for one search page: its identity is the canonical window
     /// (`from~to~query~page~display`, defaults filled in, `all` for the whole list), and
-    /// `@run` for a page of a sync run (each run counts its own pages); its payload the
-    /// request.
+    /// `@run` for a page of a sync run (each run counts its own pages), and `?probe=kind`
+    /// for a daily run's probe (its window read is another job); its payload the request.
     pub fn search(req: &SearchRequest) -> Self {
         let window = if req.all {
             "all".to_owned()
@@ -141,6 +141,15 @@ impl Job {
         if let Some(run) = &req.run {
             identity.push('@');
             identity.push_str(run.as_str());
+        }
+        // A probe and the window read it sends are two jobs: one parked while the other is
+        // must not be taken for it (the read would be dropped as queued already).
+        if let Some(probe) = req.probe {
+            identity.push_str(match probe {
+                crate::law::Probe::Recent => "?probe=recent",
+                crate::law::Probe::Month => "?probe=month",
+                crate::law::Probe::All => "?probe=all",
+            });
         }
         Self::new(
             JobKind::Search,
@@ -316,6 +325,36 @@ mod tests {
 
     fn read(kind: Value) -> Result<Job, serde_json::Error> {
         serde_json::from_value(serde_json::json!({ "type": kind, "identity": "1", "payload": {} }))
+    }
+
+    #[test]
+    fn a_probe_and_the_window_read_it_sends_are_two_jobs() {
+        let run = crate::mirror::runs::RunId::parse("daily-20260925T190000Z").expect("run");
+        let read = SearchRequest {
+            from: "20260801".into(),
+            to: "20260831".into(),
+            run: Some(run),
+            ..Default::default()
+        };
+        let probes = [
+            crate::law::Probe::Recent,
+            crate::law::Probe::Month,
+            crate::law::Probe::All,
+        ];
+        let mut ids: Vec<String> = probes
+            .iter()
+            .map(|p| {
+                Job::search(&SearchRequest {
+                    probe: Some(*p),
+                    page: Some(1),
+                    ..read.clone()
+                })
+                .identity
+            })
+            .collect();
+        ids.push(Job::search(&read).identity);
+        let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len(), "{ids:?}");
     }
 
     #[test]
