@@ -14,6 +14,8 @@
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`idle`]: idle-while-due, the seconds the key sat unused while work waited for it,
 //!   from call starts and samples of "work is due" (the demo and the benchmarks report it).
+//! - [`backfill`]: what the backfill suites share (requests, status, what the store must
+//!   hold, the foreground runs it gives way to).
 //! - [`capture`]: a tracing subscriber that keeps every event and span field, so tests
 //!   can search the output for the key.
 //! - [`leaks`]: Redis keys and values and stored files as text, to search for the key.
@@ -23,6 +25,7 @@
 //! through the gate against the look-alike, for the load test), `bench-gate`, `bench-queue`,
 //! `bench-cost`, `law-lookalike` and `demo`.
 
+pub mod backfill;
 pub mod capture;
 pub mod history;
 pub mod idle;

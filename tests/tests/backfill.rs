@@ -5,69 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use lawsync::app::backfill::{self, BackfillRequest};
+use lawsync::app::backfill;
 use lawsync::app::schedule::ScheduleKind;
 use lawsync::queue::{ErrorNote, Job, JobKind};
-use lawsync_tests::mirror::{MirrorRig, Queues, Store};
-
-const TODAY: &str = "20261130";
-
-fn request(from: &str, to: &str) -> BackfillRequest {
-    BackfillRequest {
-        from: from.into(),
-        to: to.into(),
-        again: false,
-    }
-}
-
-async fn rig(seed: u64) -> MirrorRig {
-    MirrorRig::start_with(Store::Folder, Queues::Memory, seed, Some(TODAY)).await
-}
-
-async fn status(rig: &MirrorRig) -> backfill::BackfillStatus {
-    backfill::status(&rig.deps)
-        .await
-        .expect("backfill status")
-        .expect("a backfill in Redis")
-}
-
-/// Window name → state text, as Redis holds them.
-async fn window_states(rig: &MirrorRig) -> Vec<(String, String)> {
-    let fields: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
-        .arg(rig.ns.backfill())
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hgetall");
-    fields
-        .into_iter()
-        .filter_map(|(k, v)| k.strip_prefix("w:").map(|w| (w.to_owned(), v)))
-        .collect()
-}
-
-/// Every id the store holds, stored or recorded missing.
-async fn held(rig: &MirrorRig) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for prefix in ["prec/", "missing/"] {
-        for k in rig.keys(prefix).await {
-            if let Some(id) = k.strip_prefix(prefix).and_then(|k| k.strip_suffix(".json")) {
-                out.insert(id.to_owned());
-            }
-        }
-    }
-    out
-}
-
-/// What a backfill of `from..=to` must hold: every precedent decided in it and published by
-/// today, and every undated one published by today.
-fn wanted(rig: &MirrorRig, from: &str, to: &str) -> BTreeSet<String> {
-    let corpus = rig.lookalike.corpus();
-    corpus
-        .visible(Some((from, to)), Some(TODAY))
-        .iter()
-        .chain(corpus.undated(Some(TODAY)).iter())
-        .map(|p| p.id.to_string())
-        .collect()
-}
+use lawsync_tests::backfill::{held, request, rig, status, wanted, window_states};
+use lawsync_tests::mirror::MirrorRig;
 
 async fn pump_to_the_end(rig: &MirrorRig) {
     for _ in 0..20 {

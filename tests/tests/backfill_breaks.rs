@@ -3,99 +3,12 @@
 //! gone, the end of a daily run, and the watermark's estimate of what it releases. Real
 //! Redis, the look-alike, the functions' handlers over in-memory queues.
 
-use std::collections::BTreeSet;
-
 use lawsync::app::backfill::{self, BackfillRequest};
 use lawsync::mirror::runs::{PageCount, RunId, RunPlan};
 use lawsync::policy::{BACKFILL_SPLIT_HITS, BACKFILL_WATERMARK, MAX_DISPLAY};
-use lawsync_tests::mirror::{MirrorRig, Queues, Store};
-
-const TODAY: &str = "20261130";
-
-fn request(from: &str, to: &str) -> BackfillRequest {
-    BackfillRequest {
-        from: from.into(),
-        to: to.into(),
-        again: false,
-    }
-}
-
-async fn rig(seed: u64) -> MirrorRig {
-    MirrorRig::start_with(Store::Folder, Queues::Memory, seed, Some(TODAY)).await
-}
-
-async fn status(rig: &MirrorRig) -> backfill::BackfillStatus {
-    backfill::status(&rig.deps)
-        .await
-        .expect("backfill status")
-        .expect("a backfill in Redis")
-}
-
-async fn hset(rig: &MirrorRig, key: &str, field: &str, value: &str) {
-    let _: i64 = redis::cmd("HSET")
-        .arg(key)
-        .arg(field)
-        .arg(value)
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hset");
-}
-
-/// Opens a run that is not a backfill window's (a sync, as a daily run would be): the
-/// backfill gives way to it until it is recorded complete.
-async fn open_foreground(rig: &MirrorRig, name: &str) -> RunId {
-    let run = RunId::parse(name).expect("run id");
-    let plan = RunPlan {
-        kind: "sync".into(),
-        windows: vec!["20261101~20261130".into()],
-        query: None,
-        refresh: false,
-    };
-    let opened = rig
-        .deps
-        .runs
-        .open(&run, &plan, 0, lawsync::clock::now_millis())
-        .await
-        .expect("open");
-    assert!(opened);
-    run
-}
-
-/// Every id the store holds, stored or recorded missing.
-async fn held(rig: &MirrorRig) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for prefix in ["prec/", "missing/"] {
-        for k in rig.keys(prefix).await {
-            if let Some(id) = k.strip_prefix(prefix).and_then(|k| k.strip_suffix(".json")) {
-                out.insert(id.to_owned());
-            }
-        }
-    }
-    out
-}
-
-/// The dated precedents of `from..=to` published by today, none of which may be missing
-/// from the store once the backfill says it is complete.
-fn wanted_dated(rig: &MirrorRig, from: &str, to: &str) -> BTreeSet<String> {
-    rig.lookalike
-        .corpus()
-        .visible(Some((from, to)), Some(TODAY))
-        .iter()
-        .map(|p| p.id.to_string())
-        .collect()
-}
-
-/// Pumps and drains until the backfill says complete or `rounds` pass; whether it did.
-async fn run_out(rig: &MirrorRig, rounds: usize) -> bool {
-    for _ in 0..rounds {
-        rig.pump().await;
-        rig.drain(3).await;
-        if status(rig).await.complete() {
-            return true;
-        }
-    }
-    false
-}
+use lawsync_tests::backfill::{
+    TODAY, end_foreground, held, hset, open_foreground, request, rig, run_out, status, wanted_dated,
+};
 
 #[tokio::test]
 async fn a_release_claimed_and_never_made_is_made_when_the_backfill_is_run_again() {
@@ -108,12 +21,7 @@ async fn a_release_claimed_and_never_made_is_made_when_the_backfill_is_run_again
     // A function claimed the month's release and died before marking it released.
     hset(&rig, &rig.ns.backfill_claims(), "w:20240101~20240131", "1").await;
     // The daily run ends.
-    let _: i64 = redis::cmd("HDEL")
-        .arg(rig.ns.foreground_runs())
-        .arg(daily.as_str())
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hdel");
+    end_foreground(&rig, &daily).await;
     // Run again, as the docs say a stalled backfill is resumed.
     backfill::start(&rig.deps, &req).await.expect("start again");
     let done = run_out(&rig, 8).await;
@@ -279,12 +187,7 @@ async fn one_pump_releases_no_more_than_its_watermark_counts_next_time() {
     hset(&rig, &ns, "w:20261101~20261130", "done:1").await;
     hset(&rig, &ns, "w:20261001~20261031", "done:1").await;
     hset(&rig, &ns, "settled", "2").await;
-    let _: i64 = redis::cmd("HDEL")
-        .arg(rig.ns.foreground_runs())
-        .arg(daily.as_str())
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hdel");
+    end_foreground(&rig, &daily).await;
     let pumped = backfill::pump(&rig.deps).await.expect("pump");
     // What the very next pump counts waiting for what this one released: a window whose
     // first page is unread counts a page of hits.
@@ -352,12 +255,7 @@ async fn a_pump_meeting_a_release_in_progress_does_not_send_the_window_twice() {
     backfill::start(&rig.deps, &request(from, to))
         .await
         .expect("start");
-    let _: i64 = redis::cmd("HDEL")
-        .arg(rig.ns.foreground_runs())
-        .arg(daily.as_str())
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hdel");
+    end_foreground(&rig, &daily).await;
     // Function A has claimed the month and marked it released; before it opens the run
     // and sends the first page, function B pumps.
     let month = backfill::BackfillRequest::windows(&request(from, to)).expect("windows")[0].clone();
@@ -414,12 +312,7 @@ async fn a_release_that_died_before_its_run_opened_is_sent_by_a_later_pump() {
     backfill::start(&rig.deps, &request(from, to))
         .await
         .expect("start");
-    let _: i64 = redis::cmd("HDEL")
-        .arg(rig.ns.foreground_runs())
-        .arg(daily.as_str())
-        .query_async(&mut rig.deps.queue.connection().clone())
-        .await
-        .expect("hdel");
+    end_foreground(&rig, &daily).await;
     // Marked released longer ago than the grace, its run never opened: its releaser died.
     let month = request(from, to).windows().expect("windows")[0].clone();
     let then = lawsync::clock::now_millis() - 2 * lawsync::policy::BACKFILL_RELEASE_GRACE.as_millis() as u64;

@@ -718,7 +718,7 @@ async fn next_day_act(n: &NextDay<'_>) -> Result<NextDayReport, String> {
         .await
         .map_err(|e| format!("sending the firing: {}", lawsync::aws::aws_code(&e)))?;
     println!(
-        "\n  act 2: the next day ({}): the daily schedule fires {firing}",
+        "\n  moving the look-alike to {} and firing the daily schedule {firing} ...",
         n.next_day
     );
     let key = format!("runs/{run}.json");
