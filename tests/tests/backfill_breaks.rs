@@ -9,6 +9,7 @@ use lawsync::policy::{BACKFILL_SPLIT_HITS, BACKFILL_WATERMARK, MAX_DISPLAY};
 use lawsync_tests::backfill::{
     TODAY, end_foreground, held, hset, open_foreground, request, rig, run_out, status, wanted_dated,
 };
+use lawsync_tests::mirror::MirrorRig;
 
 #[tokio::test]
 async fn a_release_claimed_and_never_made_is_made_when_the_backfill_is_run_again() {
@@ -409,4 +410,322 @@ async fn a_release_that_died_after_opening_its_run_is_sent_by_a_later_pump() {
     );
     let missing = wanted_dated(&rig, from, to).difference(&held(&rig).await).count();
     assert_eq!(missing, 0, "precedents of the month never fetched");
+}
+
+// ---- Adversarial review of a83e2cf (run_discard, failed windows, split + abandon, elsewhere).
+
+fn month_request(from: &str, to: &str) -> lawsync::law::SearchRequest {
+    lawsync::law::SearchRequest {
+        from: from.into(),
+        to: to.into(),
+        run: Some(RunId::parse(&format!("backfill-{from}-{to}")).expect("run")),
+        ..Default::default()
+    }
+}
+
+/// Every feed line the store holds, as (id, change).
+async fn feed_lines(rig: &MirrorRig) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for key in rig.keys("changes/").await {
+        for line in rig.text(&key).await.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("feed line");
+            out.push((
+                v["id"].as_str().unwrap_or_default().to_owned(),
+                v["change"].as_str().unwrap_or_default().to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+#[ignore = "defect: with `again`, a split month's halves are forgotten and the month stays split: it is never searched again"]
+async fn again_over_a_split_month_searches_it_again() {
+    let rig = rig(86).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    // The month's first page listed more than a window may: it is split (as run_search does).
+    assert!(rig.lose_queued() > 0, "the month's first page was not sent");
+    assert!(
+        backfill::split_if_large(&rig.deps, &month_request(from, to), BACKFILL_SPLIT_HITS + 1)
+            .await
+            .expect("split")
+    );
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let before = status(&rig).await;
+    // Searched again, as `lawsync backfill --again` asks.
+    let mark = rig.arrivals_len();
+    let again = BackfillRequest {
+        again: true,
+        ..request(from, to)
+    };
+    let s = backfill::start(&rig.deps, &again).await.expect("again");
+    let planned_again = s.windows;
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let searched = rig.lookalike.arrivals()[mark..]
+        .iter()
+        .filter(|a| a.endpoint == "search" && a.window.as_deref().is_some_and(|w| w.starts_with("202401")))
+        .count();
+    assert!(
+        searched > 0,
+        "the backfill asked again says complete ({} windows before, {planned_again} after planning again) and never searched the split month: {}",
+        before.windows,
+        status(&rig).await.text(0)
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: run_discard drops a run with dead ids; a dead letter redriven before the window is released again loses its feed line"]
+async fn a_dead_letter_redriven_after_its_failed_window_is_planned_again_keeps_its_feed_line() {
+    use lawsync::app::sqs::{DetailMessage, MessageKind, handle_batch};
+    use lawsync::queue::{ErrorNote, Job};
+    let rig = rig(82).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    let deadline = || lawsync::Deadline::after(std::time::Duration::from_secs(60));
+    // The month's pages are read; one of its details fails for good and is buried.
+    loop {
+        let got = rig.take(MessageKind::Search).await;
+        if got.is_empty() {
+            break;
+        }
+        handle_batch(
+            &rig.deps,
+            MessageKind::Search,
+            lawsync_tests::mirror::event(&got),
+            deadline(),
+        )
+        .await;
+    }
+    let mut dead_id = None;
+    loop {
+        let mut got = rig.take(MessageKind::Detail).await;
+        if got.is_empty() {
+            break;
+        }
+        if dead_id.is_none() {
+            let (_, body) = got.remove(0);
+            let msg: DetailMessage = serde_json::from_str(&body).expect("detail message");
+            let job = Job::detail_message(&msg);
+            rig.deps
+                .queue
+                .record_dead(&job, ErrorNote::now("law", "permanent failure (review)", None))
+                .await
+                .expect("bury");
+            lawsync::app::jobs::job_buried(&rig.deps, &job).await;
+            dead_id = Some(msg.id.clone());
+        }
+        if !got.is_empty() {
+            handle_batch(
+                &rig.deps,
+                MessageKind::Detail,
+                lawsync_tests::mirror::event(&got),
+                deadline(),
+            )
+            .await;
+        }
+    }
+    let dead_id = dead_id.expect("the month listed a precedent not held");
+    for _ in 0..4 {
+        rig.pump().await;
+        rig.drain(3).await;
+    }
+    let s = status(&rig).await;
+    assert_eq!(s.failed, 1, "{}", s.text(0));
+    // The operator does both things the status and the alert say: runs the backfill again
+    // (while a daily run is open, so the window waits planned) and redrives the dead letter.
+    let daily = open_foreground(&rig, "sync-review-82").await;
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start again");
+    assert!(rig.deps.queue.redrive(None, 10).await.expect("redrive") > 0);
+    end_foreground(&rig, &daily).await;
+    rig.drain(3).await;
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    assert!(
+        held(&rig).await.contains(&dead_id),
+        "the redriven precedent was not stored"
+    );
+    let lines = feed_lines(&rig).await;
+    assert!(
+        lines.iter().any(|(id, _)| *id == dead_id),
+        "precedent {dead_id} was added to the mirror and no feed file says so ({} lines in the feed)",
+        lines.len()
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: split_if_large abandons a run that already counted ids and owes a feed line (a first page delivered again, now over the split threshold)"]
+async fn a_split_never_drops_a_run_that_counted_ids() {
+    use lawsync::mirror::runs::{ChangeLine, Counted, IdState};
+    let rig = rig(83).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    rig.lose_queued();
+    let month = month_request(from, to);
+    let run = month.run.clone().expect("run");
+    // The first delivery of the month's first page listed under the threshold: counted,
+    // its one id stored with a feed line, the run complete and its record owed.
+    let ids = [("x-review-83", IdState::Sent)];
+    rig.deps
+        .runs
+        .page(
+            &run,
+            &PageCount {
+                part: &month.window_name(),
+                page: 1,
+                last: true,
+                total: 1,
+                ids: &ids,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("page");
+    let line = ChangeLine {
+        id: "x-review-83".into(),
+        change: "added".into(),
+        key: "prec/x-review-83.json".into(),
+        decided_on: Some("20240115".into()),
+        content_hash: None,
+        at: "2024-01-15T00:00:00.000Z".into(),
+    };
+    let counted = rig
+        .deps
+        .runs
+        .mark(&run, "x-review-83", IdState::Added, Some(&line))
+        .await
+        .expect("mark");
+    assert_eq!(counted, Counted::Yes { record: true });
+    // A second delivery of the same page finds the month over the threshold now.
+    assert!(
+        backfill::split_if_large(&rig.deps, &month, BACKFILL_SPLIT_HITS + 1)
+            .await
+            .expect("split")
+    );
+    let owed = rig.deps.runs.owed().await.expect("owed");
+    assert!(
+        owed.contains(&run) || !rig.keys("changes/").await.is_empty(),
+        "the run's record and its feed line for x-review-83 were dropped by the split"
+    );
+}
+
+#[test]
+#[ignore = "defect: with every window done or failed the status says 'complete' though windows failed"]
+fn a_backfill_with_failed_windows_never_says_complete() {
+    let s = backfill::BackfillStatus {
+        started_ms: 0,
+        windows: 2,
+        done: 1,
+        failed: 1,
+        ids_settled: 10,
+        ..Default::default()
+    };
+    let text = s.text(10_000);
+    assert!(!s.complete());
+    assert!(
+        !text.contains("complete"),
+        "a backfill with a failed window reads as complete: {text}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: the undated window's progress counts its dated hits as unread: stuck near 0% with an ETA of the whole list"]
+async fn the_undated_windows_progress_counts_hits_of_other_windows_as_read() {
+    use lawsync::mirror::runs::IdState;
+    let rig = rig(84).await;
+    let run = RunId::parse(backfill::UNDATED_RUN).expect("run");
+    let plan = RunPlan {
+        kind: "backfill".into(),
+        windows: vec![backfill::UNDATED.into()],
+        query: None,
+        refresh: false,
+    };
+    rig.deps
+        .runs
+        .open(&run, &plan, 0, lawsync::clock::now_millis() - 10_000)
+        .await
+        .expect("open");
+    // The whole list: 1000 hits over 10 pages, 990 of them dated (other windows'). Nine
+    // pages are read; their undated hits are held.
+    for page in 1..=9u32 {
+        let id = format!("u{page}");
+        let ids = [(id.as_str(), IdState::Skipped)];
+        rig.deps
+            .runs
+            .page(
+                &run,
+                &PageCount {
+                    part: backfill::UNDATED,
+                    page,
+                    last: false,
+                    total: 1000,
+                    elsewhere: 99,
+                    ids: &ids,
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("page");
+    }
+    let s = rig.status(&run).await;
+    assert!(
+        s.progress() >= 0.5,
+        "9 of the undated window's 10 pages read, every hit on them settled or another window's, and it shows {:.0}%:\n{}",
+        s.progress() * 100.0,
+        s.text(lawsync::clock::now_millis())
+    );
+}
+
+#[tokio::test]
+#[ignore = "defect: with `again`, a window whose new run Redis lost is taken for done from its old run's record, never searched again"]
+async fn again_never_takes_a_window_for_done_from_the_record_of_its_old_run() {
+    let rig = rig(85).await;
+    let (from, to) = ("20240101", "20240131");
+    backfill::start(&rig.deps, &request(from, to))
+        .await
+        .expect("start");
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let mark = rig.arrivals_len();
+    let again = BackfillRequest {
+        again: true,
+        ..request(from, to)
+    };
+    let s = backfill::start(&rig.deps, &again).await.expect("again");
+    assert!(s.flying.iter().any(|w| w == "20240101~20240131"), "{}", s.text(0));
+    // Before its first page is read, Redis evicts the new run's keys (they have a time to
+    // live, the backfill's hash has none) and the first page is lost with them.
+    rig.lose_queued();
+    let keys = rig.ns.run("backfill-20240101-20240131");
+    let _: i64 = redis::cmd("DEL")
+        .arg(&keys.run)
+        .arg(&keys.ids)
+        .arg(&keys.pages)
+        .arg(&keys.parts)
+        .query_async(&mut rig.deps.queue.connection().clone())
+        .await
+        .expect("del");
+    let then = lawsync::clock::now_millis() - 2 * lawsync::policy::BACKFILL_RELEASE_GRACE.as_millis() as u64;
+    hset(
+        &rig,
+        &rig.ns.backfill(),
+        "w:20240101~20240131",
+        &format!("released:{then}"),
+    )
+    .await;
+    assert!(run_out(&rig, 8).await, "{}", status(&rig).await.text(0));
+    let searched = rig.lookalike.arrivals()[mark..]
+        .iter()
+        .filter(|a| a.endpoint == "search" && a.window.as_deref() == Some("20240101~20240131"))
+        .count();
+    assert!(
+        searched > 0,
+        "the backfill asked again took the month for done from the record of its first search"
+    );
 }

@@ -731,3 +731,39 @@ async fn a_run_is_discarded_only_when_the_store_is_owed_nothing() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "defect: run_discard of a run whose hash expired leaves its id owed (unrecorded, alerts): the reopened run is recorded and alerted before it completes"]
+async fn a_run_discarded_as_gone_is_owed_nothing_afterwards() {
+    each_topology(async |topo| {
+        let mut r = Run::new(topo).await;
+        let run = r.id.clone();
+        // A recorded run got a late mark (owed again) and its keys expired before the
+        // drainer wrote the record: the id is still in the owed sets, its hash is gone.
+        for key in [&r.k.unrecorded, &r.k.alerts] {
+            let _: i64 = redis::cmd("SADD")
+                .arg(key)
+                .arg(&run)
+                .query_async(&mut r.conn)
+                .await
+                .expect("sadd");
+        }
+        let gone: i64 = r.call(&lua::RUN_DISCARD, &[&run]).await.expect("discard");
+        assert_eq!(gone, 1);
+        // The window is searched again under the same id.
+        assert_eq!(r.open("0", &["w"]).await, 1);
+        for key in [&r.k.unrecorded, &r.k.alerts] {
+            let owed: i64 = redis::cmd("SISMEMBER")
+                .arg(key)
+                .arg(&run)
+                .query_async(&mut r.conn)
+                .await
+                .expect("sismember");
+            assert_eq!(
+                owed, 0,
+                "{key}: the new run, just opened, is owed a record or an alert it never earned"
+            );
+        }
+    })
+    .await;
+}
