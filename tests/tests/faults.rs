@@ -239,12 +239,14 @@ async fn cell(upstream: &Lookalike) -> Cell {
     let vars: Vec<(&str, String)> = vec![
         ("LAW_API_OC", upstream.oc.clone()),
         ("LAW_API_BASE_URL", upstream.base_url.clone()),
-        ("LAW_API_REQUEST_INTERVAL_MS", "20".into()),
-        // The look-alike enforces no rule here, and 108 cells share one test process: a
-        // grant's default 2 ms validity would give back grants for scheduling noise alone
-        // and park work the matrix documents as done.
-        ("LAW_API_GRANT_VALIDITY_MS", "20".into()),
-        ("LAW_API_READ_TIMEOUT_MS", "400".into()),
+        ("LAW_API_REQUEST_INTERVAL_MS", "100".into()),
+        // The look-alike enforces no rule here, and 108 cells share one test process on a
+        // loaded machine: a short grant validity gives back grants for scheduling noise
+        // alone and parks work the matrix documents as done or dead (seen at 20 ms, with
+        // the machine's two cores busy). Each cell has a key, so a gate, of its own.
+        ("LAW_API_GRANT_VALIDITY_MS", "100".into()),
+        // Well under the slow fault's 1.5 s, well over a loaded machine's stall.
+        ("LAW_API_READ_TIMEOUT_MS", "1000".into()),
         ("LAW_API_MAX_RESPONSE_BYTES", "100000".into()),
         ("REDIS_URL", Topology::Standalone.url()),
         ("APP_ENV", env.clone()),
