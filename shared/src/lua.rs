@@ -250,7 +250,7 @@ script!(
     /// Note that a run's record and feed lines were written.
     RUN_RECORDED, "run_recorded", RUN);
 script!(
-    /// Forget a finished, recorded run, so that its id counts again from nothing.
+    /// Forget a finished run, or one that read nothing, so that its id counts afresh.
     RUN_DISCARD, "run_discard", RUN);
 
 /// Every script, for the contract tests.

@@ -352,6 +352,7 @@ impl BackfillStatus {
         let (rate, eta) = self.rate_and_eta(now_ms);
         let eta = match eta {
             Some(d) if !d.is_zero() => format!("ETA {}", hms(d)),
+            Some(_) if self.failed > 0 => "finished, with failed windows".into(),
             Some(_) => "complete".into(),
             None => "ETA -".into(),
         };
@@ -511,12 +512,13 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
         let st = match state.windows.get(&w.name) {
             None if recorded.contains(&w.name) && !req.again => WindowState::Done { at_ms: now },
             None => WindowState::Planned,
-            Some(WindowState::Done { .. }) if !req.again => continue,
-            Some(WindowState::Done { .. } | WindowState::Failed { .. }) => {
+            Some(WindowState::Done { .. } | WindowState::Split) if !req.again => continue,
+            Some(WindowState::Failed { .. }) if redriven(deps, w).await? => WindowState::Done { at_ms: now },
+            Some(WindowState::Done { .. } | WindowState::Failed { .. } | WindowState::Split) => {
                 // Searched again under the same run id: the finished run is forgotten
                 // first, or its pages would count as read already.
                 if !deps.runs.discard(&w.run()).await? {
-                    tracing::warn!(window = %w.name, "backfill: the window's run is still owed its record or alert; run the backfill again after the drainer's next pass");
+                    tracing::warn!(window = %w.name, "backfill: the window's run is kept: the store is still owed its record or alert (run the backfill again after the drainer's next pass), or it has dead letters (redrive them: lawsync queue redrive)");
                     continue;
                 }
                 WindowState::Planned
@@ -531,7 +533,6 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
                 unclaim(deps, &w.name).await;
                 continue;
             }
-            Some(_) => continue,
         };
         if st == WindowState::Planned {
             let () = redis::pipe()
@@ -551,6 +552,16 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
         send_first_page(deps, w).await?;
     }
     pump(deps).await
+}
+
+/// Whether a failed window's run has since settled clean: its dead letters redriven and
+/// fetched, no page dead. It is done then, without searching it again.
+async fn redriven(deps: &Deps, w: &Window) -> Result<bool, BackfillError> {
+    Ok(deps.runs.status(&w.run()).await?.is_some_and(|s| {
+        s.completed_ms.is_some()
+            && s.pages_dead == 0
+            && s.counts.get(IdState::Dead.as_str()).copied().unwrap_or(0) == 0
+    }))
 }
 
 /// With `again`: the windows a split of one of `windows` made are forgotten (their runs
@@ -695,9 +706,14 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
                 // Split (its run dropped) or settled by another caller since it was read.
             }
             None => {
-                // Redis no longer counts it: done if its record says so; sent again
-                // otherwise (its messages went with the Redis that counted them).
-                let recorded = recorded_windows(deps, &[&w]).await?;
+                // Redis no longer counts it: done if its record says so (not when asked to
+                // search again: the record is the old search's); sent again otherwise (its
+                // messages went with the Redis that counted them).
+                let recorded = if state.again {
+                    Vec::new()
+                } else {
+                    recorded_windows(deps, &[&w]).await?
+                };
                 if recorded.is_empty() {
                     send_first_page(deps, &w).await?;
                     waiting += MAX_DISPLAY as u64;
@@ -708,6 +724,21 @@ pub async fn pump(deps: &Deps) -> Result<BackfillStatus, BackfillError> {
                         .insert(name.clone(), WindowState::Done { at_ms: now });
                 }
             }
+        }
+    }
+    // A failed window whose dead letters were redriven and settled is done.
+    let failed: Vec<String> = state
+        .windows
+        .iter()
+        .filter(|(_, s)| matches!(s, WindowState::Failed { .. }))
+        .map(|(n, _)| n.clone())
+        .collect();
+    for name in failed {
+        let w = Window::parse(&name).expect("parsed when read");
+        if redriven(deps, &w).await?
+            && let Some(s) = deps.runs.status(&w.run()).await?
+        {
+            window_done(deps, &mut state, &name, &s, now).await?;
         }
     }
     waiting += deps.queue.stats().await?.depth;
@@ -953,6 +984,13 @@ pub async fn split_if_large(deps: &Deps, req: &SearchRequest, total: u64) -> Res
     let Some((newer, older)) = w.halves() else {
         return Ok(false);
     };
+    // A first page delivered again after the window was read (it may report more now) is
+    // not a reason to split what was read.
+    if let Some(run) = &req.run
+        && deps.runs.page_counted(run, &req.window_name(), 1).await?
+    {
+        return Ok(false);
+    }
     // A half the store holds the record of is done already (a split made again, on a Redis
     // that forgot the backfill), unless the backfill was asked to search again.
     let again = read_state(deps).await?.again;
@@ -979,8 +1017,12 @@ pub async fn split_if_large(deps: &Deps, req: &SearchRequest, total: u64) -> Res
     set_window(deps, &w.name, WindowState::Split).await?;
     // The window's run listed nothing and never will: it is dropped, not recorded, so that
     // no record in the store says the window was searched.
-    if let Some(run) = &req.run {
-        deps.runs.abandon(run).await?;
+    if let Some(run) = &req.run
+        && !deps.runs.abandon(run).await?
+    {
+        // Counted a page in between (a delivery of the same page at once): kept, so it
+        // finishes and is recorded; the halves search its dates again, held ones free.
+        tracing::warn!(window = %w.name, "backfill: a split window's run counted a page meanwhile; kept");
     }
     tracing::info!(window = %w.name, total, "backfill: window too large; split in two");
     Ok(true)

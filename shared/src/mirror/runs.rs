@@ -222,28 +222,40 @@ impl RunStatus {
         self.count(IdState::Added) + self.count(IdState::Revised) + self.count(IdState::Unchanged)
     }
 
-    /// Settled ids over the larger of `totalCnt` and the ids seen: 0.0 to 1.0.
+    /// Hits listed and settled: ids settled, and hits without an id or of other windows
+    /// (counted, nothing to fetch).
+    fn hits_settled(&self) -> u64 {
+        self.ids_seen.saturating_sub(self.outstanding()) + self.hits_without_id + self.hits_elsewhere
+    }
+
+    /// Hits to settle: the larger of `totalCnt` and the hits listed so far.
+    fn hits_expected(&self) -> u64 {
+        self.total_cnt
+            .max(self.ids_seen + self.hits_without_id + self.hits_elsewhere)
+    }
+
+    /// Settled hits over the hits expected: 0.0 to 1.0.
     pub fn progress(&self) -> f64 {
         if self.completed_ms.is_some() {
             return 1.0;
         }
-        let of = self.total_cnt.max(self.ids_seen);
+        let of = self.hits_expected();
         if of == 0 {
             return 0.0;
         }
-        (self.ids_seen.saturating_sub(self.outstanding()) as f64 / of as f64).min(1.0)
+        (self.hits_settled() as f64 / of as f64).min(1.0)
     }
 
-    /// Ids settled per second since the start, and the time left at that rate.
+    /// Hits settled per second since the start, and the time left at that rate.
     pub fn rate_and_eta(&self, now_ms: u64) -> (f64, Option<Duration>) {
-        let settled = self.ids_seen.saturating_sub(self.outstanding()) as f64;
+        let settled = self.hits_settled() as f64;
         let end = self.completed_ms.unwrap_or(now_ms);
         let secs = end.saturating_sub(self.started_ms) as f64 / 1000.0;
         if secs <= 0.0 || settled <= 0.0 {
             return (0.0, None);
         }
         let rate = settled / secs;
-        let left = self.total_cnt.max(self.ids_seen) as f64 - settled;
+        let left = self.hits_expected() as f64 - settled;
         let eta = (self.completed_ms.is_none() && left > 0.0).then(|| Duration::from_secs_f64(left / rate));
         (rate, eta.or(self.completed_ms.map(|_| Duration::ZERO)))
     }
@@ -278,15 +290,15 @@ impl RunStatus {
             (None, Some(d)) => format!("ETA {}", human_secs(d.as_secs())),
             (None, None) => "ETA -".to_owned(),
         };
-        let settled = s.ids_seen.saturating_sub(s.outstanding());
+        let settled = s.hits_settled();
         let n = |k: &str| s.counts.get(k).copied().unwrap_or(0).max(0);
         let mut out = format!(
-            "{}  {what}  {state}\n  [{}{}] {:>3.0}%  {settled}/{} ids  {rate:.1} ids/s  {eta}\n  windows {}/{}  pages {} ({} dead)  totalCnt {}  seen {}  skipped {}  fetched {} (added {}, revised {}, unchanged {})  missing {}  parked {}  dead {}",
+            "{}  {what}  {state}\n  [{}{}] {:>3.0}%  {settled}/{} hits  {rate:.1} hits/s  {eta}\n  windows {}/{}  pages {} ({} dead)  totalCnt {}  seen {}  skipped {}  fetched {} (added {}, revised {}, unchanged {})  missing {}  parked {}  dead {}",
             s.run_id,
             "#".repeat(filled),
             "-".repeat(width - filled),
             progress * 100.0,
-            s.total_cnt.max(s.ids_seen),
+            s.hits_expected(),
             s.parts_done,
             s.parts,
             s.pages_done,
@@ -704,35 +716,28 @@ impl Runs {
 
     /// Forgets `run` so that a run of the same id counts from nothing (a backfill window
     /// searched again): `true` when it is gone, `false` when it is kept because it is not
-    /// complete, or the store is still owed its record, a feed line or its alert.
+    /// complete, the store is still owed its record, a feed line or its alert, or it has
+    /// dead ids (a dead letter redriven later settles in it).
     pub async fn discard(&self, run: &RunId) -> Result<bool, RunError> {
+        self.forget(run, "finished").await
+    }
+
+    /// Drops `run` without a record: a backfill window split in two before it counted a
+    /// page (its halves are runs of their own). `false` when it is kept: it counted a page
+    /// (a first page delivered again, after the window was read) or holds a feed line.
+    pub async fn abandon(&self, run: &RunId) -> Result<bool, RunError> {
+        self.forget(run, "unread").await
+    }
+
+    async fn forget(&self, run: &RunId, mode: &str) -> Result<bool, RunError> {
         let gone: i64 = lua::RUN_DISCARD
             .prepare(&self.keys(run))
             .arg(run.as_str())
+            .arg(mode)
             .invoke_async(&mut self.redis.clone())
             .await
             .map_err(RedisFailure::from)?;
         Ok(gone == 1)
-    }
-
-    /// Drops `run` without a record: a backfill window split in two before it listed an
-    /// id (its halves are runs of their own). Only for a run that counted no id.
-    pub async fn abandon(&self, run: &RunId) -> Result<(), RunError> {
-        let k = self.keys(run);
-        let () = redis::pipe()
-            .atomic()
-            .del(&[&k.run, &k.ids, &k.pages, &k.parts, &k.changes])
-            .ignore()
-            .zrem(&k.runs, run.as_str())
-            .ignore()
-            .srem(&k.unrecorded, run.as_str())
-            .ignore()
-            .srem(&k.alerts, run.as_str())
-            .ignore()
-            .query_async(&mut self.redis.clone())
-            .await
-            .map_err(RedisFailure::from)?;
-        Ok(())
     }
 
     /// Runs whose record or feed lines are owed to the store.
