@@ -358,7 +358,7 @@ impl BackfillStatus {
         };
         let failed = if self.failed > 0 {
             format!(
-                ", {} failed (a page or id dead-lettered; run the backfill again to search them again)",
+                ", {} failed (a page or id dead-lettered: redrive dead ids, run the backfill again for dead pages)",
                 self.failed
             )
         } else {
@@ -499,7 +499,7 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
     if req.again {
         forget_halves(deps, &state, &windows).await?;
     }
-    let state = read_state(deps).await?;
+    let mut state = read_state(deps).await?;
     // Windows Redis does not know: done already if the store holds their record (a Redis
     // that forgot the backfill), planned otherwise.
     let unknown: Vec<&Window> = windows
@@ -513,12 +513,18 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
             None if recorded.contains(&w.name) && !req.again => WindowState::Done { at_ms: now },
             None => WindowState::Planned,
             Some(WindowState::Done { .. } | WindowState::Split) if !req.again => continue,
-            Some(WindowState::Failed { .. }) if redriven(deps, w).await? => WindowState::Done { at_ms: now },
+            Some(WindowState::Failed { .. }) if !req.again && redriven(deps, w).await? => {
+                // Its dead letters were redriven and settled: done, counted as any.
+                if let Some(s) = deps.runs.status(&w.run()).await? {
+                    window_done(deps, &mut state, &w.name, &s, now).await?;
+                }
+                continue;
+            }
             Some(WindowState::Done { .. } | WindowState::Failed { .. } | WindowState::Split) => {
                 // Searched again under the same run id: the finished run is forgotten
                 // first, or its pages would count as read already.
-                if !deps.runs.discard(&w.run()).await? {
-                    tracing::warn!(window = %w.name, "backfill: the window's run is kept: the store is still owed its record or alert (run the backfill again after the drainer's next pass), or it has dead letters (redrive them: lawsync queue redrive)");
+                if !forget_run(deps, &w.run()).await? {
+                    tracing::warn!(window = %w.name, "backfill: the window's run is kept: the store is still owed its record or alert (run the backfill again after the drainer's next pass), or it has dead ids (redrive them with lawsync queue redrive; a window whose ids stay dead is searched again only once Redis drops its run, BACKFILL_WINDOW_KEEP after its record)");
                     continue;
                 }
                 WindowState::Planned
@@ -554,6 +560,20 @@ pub async fn start(deps: &Deps, req: &BackfillRequest) -> Result<BackfillStatus,
     pump(deps).await
 }
 
+/// Discards a finished window run so that it can be searched afresh, writing its record
+/// first when that is all it is owed (a dead letter redriven since settled in it).
+async fn forget_run(deps: &Deps, run: &RunId) -> Result<bool, BackfillError> {
+    if deps.runs.discard(run).await? {
+        return Ok(true);
+    }
+    let owed = deps.runs.owed().await?.contains(run);
+    if owed {
+        deps.record_run(run).await?;
+        return Ok(deps.runs.discard(run).await?);
+    }
+    Ok(false)
+}
+
 /// Whether a failed window's run has since settled clean: its dead letters redriven and
 /// fetched, no page dead. It is done then, without searching it again.
 async fn redriven(deps: &Deps, w: &Window) -> Result<bool, BackfillError> {
@@ -575,7 +595,7 @@ async fn forget_halves(deps: &Deps, state: &State, windows: &[Window]) -> Result
         if !inside || windows.iter().any(|r| r.name == w.name) {
             continue;
         }
-        if !deps.runs.discard(&w.run()).await? {
+        if !forget_run(deps, &w.run()).await? {
             tracing::warn!(window = %w.name, "backfill: a split's half is still owed its record or alert and is kept; run the backfill again after the drainer's next pass");
             continue;
         }

@@ -65,6 +65,15 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
     if let Some(probe) = req.probe {
         return run_probe(deps, req, probe, deadline).await;
     }
+    // A page of a complete run was fanned out and every id it listed settled: a delivery
+    // of it again costs no call. A page counted in a run still open is read again, on
+    // purpose: after a crash lost its detail messages, reading it again is what sends them.
+    if let Some(run) = &req.run
+        && run_complete_with_page(deps, run, req).await?
+    {
+        tracing::info!(run = %run, page = req.page.unwrap_or(1), "search: the run is complete; page not read again");
+        return Ok(0);
+    }
     let page = deps.law.search(req, deadline).await?;
     if let Some(run) = req.run.as_ref().filter(|r| r.is_backfill())
         && super::backfill::split_if_large(deps, req, page.total).await?
@@ -169,6 +178,24 @@ pub async fn run_search(deps: &Deps, req: &SearchRequest, deadline: Deadline) ->
         "search: page fanned out"
     );
     Ok(bodies.len() as u32)
+}
+
+/// Whether `run` is complete and counted `req`'s page.
+async fn run_complete_with_page(deps: &Deps, run: &RunId, req: &SearchRequest) -> Result<bool, JobError> {
+    let counted = deps
+        .runs
+        .page_counted(run, &req.window_name(), req.page.unwrap_or(1))
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    if !counted {
+        return Ok(false);
+    }
+    let status = deps
+        .runs
+        .status(run)
+        .await
+        .map_err(|e| JobError::Run(e.to_string()))?;
+    Ok(status.is_some_and(|s| s.completed_ms.is_some()))
 }
 
 /// Counts a search page of `run`, writes its record when that completes it, and goes on

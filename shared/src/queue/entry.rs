@@ -125,7 +125,8 @@ impl Job {
     /// The job for one search page: its identity is the canonical window
     /// (`from~to~query~page~display`, defaults filled in, `all` for the whole list), and
     /// `@run` for a page of a sync run (each run counts its own pages), and `?probe=kind`
-    /// for a daily run's probe (its window read is another job); its payload the request.
+    /// for a daily run's probe (its window read is another job) and `refresh` for a
+    /// refresh; its payload the request.
     pub fn search(req: &SearchRequest) -> Self {
         let window = if req.all {
             "all".to_owned()
@@ -142,14 +143,23 @@ impl Job {
             identity.push('@');
             identity.push_str(run.as_str());
         }
-        // A probe and the window read it sends are two jobs: one parked while the other is
-        // must not be taken for it (the read would be dropped as queued already).
+        // A probe and the window read it sends, a refresh and a plain read, are two jobs:
+        // one parked while the other is must not be taken for it (it would be dropped as
+        // queued already).
+        let mut marks = Vec::new();
         if let Some(probe) = req.probe {
-            identity.push_str(match probe {
-                crate::law::Probe::Recent => "?probe=recent",
-                crate::law::Probe::Month => "?probe=month",
-                crate::law::Probe::All => "?probe=all",
+            marks.push(match probe {
+                crate::law::Probe::Recent => "probe=recent",
+                crate::law::Probe::Month => "probe=month",
+                crate::law::Probe::All => "probe=all",
             });
+        }
+        if req.refresh {
+            marks.push("refresh");
+        }
+        if !marks.is_empty() {
+            identity.push('?');
+            identity.push_str(&marks.join("&"));
         }
         Self::new(
             JobKind::Search,
@@ -163,13 +173,16 @@ impl Job {
         Self::new(JobKind::Detail, id, serde_json::json!({ "id": id }))
     }
 
-    /// The job for a detail message: identity the id, and `@run` for one of a sync run
-    /// (each run settles its own ids); payload the message as sent.
+    /// The job for a detail message: identity the id, `@run` for one of a sync run (each
+    /// run settles its own ids) and `?refresh` for a refresh; payload the message as sent.
     pub fn detail_message(msg: &crate::app::sqs::DetailMessage) -> Self {
-        let identity = match &msg.run {
+        let mut identity = match &msg.run {
             Some(run) => format!("{}@{run}", msg.id),
             None => msg.id.clone(),
         };
+        if msg.refresh {
+            identity.push_str("?refresh");
+        }
         Self::new(
             JobKind::Detail,
             identity,
