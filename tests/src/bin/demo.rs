@@ -660,11 +660,20 @@ impl NextDayReport {
                 self.details, self.new, self.revised
             ),
         );
+        // Every hit it listed and did not fetch was skipped as held, at no call. A window
+        // longer than the two recent months lists only those (and what the probes find
+        // short): the held precedents of the months only probed are not listed at all.
+        let skipped = ids("skipped");
+        let only_probed = (self.held_before as u64).saturating_sub(skipped + self.revised as u64);
         let c = check(
-            ids("skipped") as usize == self.held_before.saturating_sub(self.revised),
+            skipped + fetched == ids("seen") && skipped as usize <= self.held_before,
             format!(
-                "the {} precedents held and unchanged cost no call",
-                ids("skipped")
+                "the {skipped} precedents it listed held and unchanged cost no call{}",
+                if only_probed > 0 {
+                    format!(" (the other {only_probed} held are in months it only probed)")
+                } else {
+                    String::new()
+                }
             ),
         );
         let d = check(self.rule_429 == 0, "zero 429s for breaking the rule".into());
