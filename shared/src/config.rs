@@ -49,6 +49,9 @@ pub struct LawApiConfig {
     pub read_timeout: Duration,
     pub user_agent: String,
     pub referer: String,
+    /// A PEM file of certificate authorities trusted for law.go.kr beside the system's
+    /// (`LAW_API_CA_FILE`): for an egress proxy that inspects TLS, or a local stand-in.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// Settings of the shared rate gate.
@@ -198,6 +201,10 @@ impl Config {
             read_timeout: env.millis("LAW_API_READ_TIMEOUT_MS", policy::DEFAULT_READ_TIMEOUT)?,
             user_agent: env.header("LAW_API_USER_AGENT", policy::DEFAULT_USER_AGENT)?,
             referer: env.header("LAW_API_REFERER", policy::DEFAULT_REFERER)?,
+            ca_file: env
+                .get("LAW_API_CA_FILE")
+                .filter(|v| !v.trim().is_empty())
+                .map(std::path::PathBuf::from),
         };
         if law.max_attempts > 10 {
             return Err(bad(

@@ -77,6 +77,19 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Bound between two reads of the reply; full-text pages can be slow to render upstream.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection to law.go.kr may sit idle and still be used for the next call.
+/// Connections are opened before the gate grants a slot, so the time from grant to
+/// arrival is one write and half a round trip, never a TCP and TLS handshake (over a NAT
+/// gateway to Korea, tens to hundreds of ms: more than the 50 ms margin of
+/// [`DEFAULT_REQUEST_INTERVAL`]). A pooled connection the server has meanwhile closed
+/// would fail after its grant was spent, so idle ones are reused only within 4 s, under the
+/// 5 s keep-alive that web servers commonly default to; an older one is replaced before
+/// the grant.
+pub const HTTP_IDLE_REUSE: Duration = Duration::from_secs(4);
+/// Idle connections kept per process: a caller reuses one per call in flight, and the
+/// widest caller, a drainer pass, has at most [`MAX_DRAIN_JOBS_IN_FLIGHT`] (16) of those;
+/// twice that leaves room for a handler beside it in the same process.
+pub const HTTP_MAX_IDLE: usize = 32;
 /// Since 2026 law.go.kr refuses requests without this Referer.
 pub const DEFAULT_REFERER: &str = "https://www.law.go.kr/";
 /// Some non-browser User-Agents are refused, so a browser-like one is the default.

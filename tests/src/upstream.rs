@@ -35,6 +35,8 @@ pub struct Reply {
     pub body: Body,
     /// Pause before the status line is sent.
     pub delay: Duration,
+    /// Close the connection after this reply (with `Connection: close`).
+    pub close: bool,
 }
 
 impl Reply {
@@ -52,6 +54,7 @@ impl Reply {
             headers: Vec::new(),
             body: Body::Fixed(Vec::new()),
             delay: Duration::ZERO,
+            close: false,
         }
     }
 
@@ -73,6 +76,12 @@ impl Reply {
         self.delay = d;
         self
     }
+
+    /// Says `Connection: close` and closes the connection once the reply is written.
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self.header("Connection", "close")
+    }
 }
 
 /// One request as the server saw it.
@@ -87,6 +96,8 @@ pub struct Seen {
     /// The status this server answered.
     pub status: u16,
     pub at: Instant,
+    /// Which connection carried it: 1 for the first this server accepted, and so on.
+    pub connection: usize,
 }
 
 impl Seen {
@@ -112,6 +123,10 @@ struct State {
     /// The rate rule, when enforced: a call closer than this to the previous call gets 429.
     min_interval: Option<Duration>,
     last_call: Option<Instant>,
+    /// Connections accepted so far.
+    connections: usize,
+    /// Close a connection that carries no request for this long (a keep-alive timeout).
+    idle_close: Option<Duration>,
 }
 
 /// The running server. Dropping it stops accepting.
@@ -133,11 +148,18 @@ impl Upstream {
             seen: Vec::new(),
             min_interval: None,
             last_call: None,
+            connections: 0,
+            idle_close: None,
         }));
         let st = state.clone();
         let task = tokio::spawn(async move {
             while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, st.clone()));
+                let connection = {
+                    let mut st = st.lock().expect("upstream lock");
+                    st.connections += 1;
+                    st.connections
+                };
+                tokio::spawn(serve(sock, connection, st.clone()));
             }
         });
         Self {
@@ -151,6 +173,17 @@ impl Upstream {
     /// previous call is answered 429 with `Retry-After: 1` (and takes no scripted reply).
     pub fn enforce_interval(&self, interval: Duration) {
         self.state.lock().expect("upstream lock").min_interval = Some(interval);
+    }
+
+    /// Closes a connection that has carried no request for `idle`, without a word, as a
+    /// server's keep-alive timeout does.
+    pub fn close_idle_after(&self, idle: Duration) {
+        self.state.lock().expect("upstream lock").idle_close = Some(idle);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.lock().expect("upstream lock").connections
     }
 
     /// Requests received so far.
@@ -170,10 +203,18 @@ impl Drop for Upstream {
     }
 }
 
-async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
+async fn serve(mut sock: TcpStream, connection: usize, state: Arc<Mutex<State>>) {
     let mut buf = Vec::new();
     loop {
-        let Some(head) = read_head(&mut sock, &mut buf).await else {
+        let idle_close = state.lock().expect("upstream lock").idle_close;
+        let head = match idle_close {
+            None => read_head(&mut sock, &mut buf).await,
+            Some(idle) => tokio::time::timeout(idle, read_head(&mut sock, &mut buf))
+                .await
+                .ok()
+                .flatten(),
+        };
+        let Some(head) = head else {
             return;
         };
         let reply = {
@@ -190,11 +231,13 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
             };
             st.seen.push(Seen {
                 status: reply.status,
+                connection,
                 ..head
             });
             reply
         };
-        if write_reply(&mut sock, reply).await.is_err() {
+        let close = reply.close;
+        if write_reply(&mut sock, reply).await.is_err() || close {
             return;
         }
     }
@@ -239,6 +282,7 @@ pub(crate) async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option
         body,
         status: 0,
         at: Instant::now(),
+        connection: 0,
     })
 }
 

@@ -361,9 +361,8 @@ async fn network_failures_are_retried_then_reported_by_kind() {
     );
     let stats = client.gate().stats();
     assert_eq!(
-        stats.grants - stats.given_back,
-        2,
-        "every attempt goes through the gate: {stats:?}"
+        stats.grants, 0,
+        "a connection is opened before the slot is asked for, so a refused one spends none: {stats:?}"
     );
 }
 
@@ -684,10 +683,8 @@ async fn no_failure_leaks_the_key_or_a_body() {
         "the capture saw nothing; the test would prove nothing"
     );
     assert!(log.contains("law.call"), "spans are captured too");
-    assert!(
-        log.contains("\"log.target\":\"reqwest"),
-        "records of the `log` crate are captured too"
-    );
+    // Records of the `log` crate (rustls writes those) are captured too: connections.rs
+    // checks that on a TLS failure.
     assert!(errors.len() >= 10, "{errors:?}");
     let all = format!(
         "{log}\n{}\n{errors:?}\n{}",

@@ -47,7 +47,7 @@ pub enum NetKind {
 }
 
 impl NetKind {
-    fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             NetKind::Connect => "could not connect",
             NetKind::Timeout => "timed out",

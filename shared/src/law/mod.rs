@@ -257,6 +257,34 @@ impl LawClient {
             if !deadline.allows(MIN_CALL_WINDOW) {
                 return Err(LawError::OutOfTime { attempts: attempt });
             }
+            // The connection before the slot: a grant is then followed by one write and
+            // half a round trip, never a handshake (see `http`). One that cannot be
+            // opened costs no grant, since nothing was sent.
+            let conn = match self.transport.connection(deadline).await {
+                Ok(c) => c,
+                Err(kind) => {
+                    if attempts == self.max_attempts {
+                        return Err(LawError::Network { kind, attempts });
+                    }
+                    let delay = (backoff(attempt) + jitter(backoff(attempt))).min(RETRY_AFTER_CAP);
+                    if delay > gate_cfg.max_wait || !deadline.allows(delay + MIN_CALL_WINDOW) {
+                        return Err(LawError::TryLater {
+                            wait: delay,
+                            status: last_status,
+                            attempts,
+                        });
+                    }
+                    tracing::info!(
+                        endpoint = endpoint.name(),
+                        attempt = attempts,
+                        kind = kind.describe(),
+                        delay_ms = delay.as_millis() as u64,
+                        "law.go.kr: no connection; backing off"
+                    );
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+            };
             // The slot must leave room for the call itself before the deadline.
             let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
             let (grant, given_back) = match self.fresh_grant(deadline, bound).await {
@@ -264,13 +292,17 @@ impl LawClient {
                 // On a retry, keep what the earlier attempts learned: they reached
                 // law.go.kr, so whatever stops the next one, the job has made attempts.
                 Err(e) if attempt > 0 => {
+                    self.transport.release(conn);
                     return Err(LawError::TryLater {
                         wait: e.retry_after().unwrap_or(GATE_REFUSED_RETRY),
                         status: last_status,
                         attempts: attempt,
                     });
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.transport.release(conn);
+                    return Err(e.into());
+                }
             };
             let waited = grant.waited;
             let span = tracing::info_span!(
@@ -283,7 +315,7 @@ impl LawClient {
             let grant_to_send = grant.age();
             let outcome = self
                 .transport
-                .attempt(endpoint, &self.oc, params, deadline)
+                .attempt(conn, endpoint, &self.oc, params, deadline)
                 .instrument(span.clone())
                 .await;
             let observe = |status: Option<u16>, cooldown: Option<Duration>| {

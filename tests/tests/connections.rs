@@ -1,0 +1,385 @@
+//! The law.go.kr client's connections: opened before the gate's grant, reused while young,
+//! replaced before the grant when the server closed them, over plain HTTP and over TLS.
+//!
+//! The gate spaces grants on Redis' clock; law.go.kr sees arrivals. A handshake between
+//! the grant and the request would move one arrival later than the next one's, so these
+//! tests give the server a slow TLS handshake and check on the host's one clock (Redis
+//! runs here too) that every grant came after its connection was up.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lawsync::config::Config;
+use lawsync::law::{CallEvent, CallObserver, LawError, NetKind};
+use lawsync::{Deadline, Gate, LawClient, Secret};
+use lawsync_tests::servers::{Topology, dead_port, unique_ns};
+use lawsync_tests::upstream::{Reply, Upstream};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+const OC: &str = "oc-SECRET-c0nn3c7";
+/// The server's pause before it takes part in a TLS handshake: far above any scheduling
+/// noise, so "the grant came after the handshake" cannot hold by luck.
+const SLOW_HANDSHAKE: Duration = Duration::from_millis(300);
+
+fn detail_body(id: &str) -> String {
+    format!(
+        r#"{{"PrecService":{{"판례정보일련번호":"{id}","사건명":"손해배상","사건번호":"2025다1","선고일자":"20260105","법원명":"대법원","판례내용":"본문"}}}}"#
+    )
+}
+
+#[derive(Debug, Default)]
+struct Calls(Mutex<Vec<CallEvent>>);
+
+impl CallObserver for Calls {
+    fn observe(&self, event: &CallEvent) {
+        self.0.lock().expect("calls").push(event.clone());
+    }
+}
+
+async fn client(base: &str, extra: &[(&str, &str)]) -> (LawClient, Arc<Calls>) {
+    lawsync_tests::capture::capture_global();
+    let mut vars: Vec<(String, String)> = vec![
+        ("LAW_API_OC".into(), OC.into()),
+        ("LAW_API_BASE_URL".into(), base.into()),
+        // Wide enough that concurrent calls get distinct slots well apart.
+        ("LAW_API_REQUEST_INTERVAL_MS".into(), "50".into()),
+    ];
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let cfg = Config::from_lookup(|k| vars.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        .expect("config");
+    let gate = Arc::new(Gate::new(
+        Topology::Standalone.connect().await,
+        &unique_ns("connections"),
+        cfg.gate,
+    ));
+    let calls = Arc::new(Calls::default());
+    let client = LawClient::new(&cfg.law, Secret::new(OC), gate)
+        .expect("client")
+        .with_observer(calls.clone());
+    (client, calls)
+}
+
+fn micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as u64
+}
+
+#[tokio::test]
+async fn sequential_calls_share_one_connection() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    let (client, _) = client(&up.base_url, &[]).await;
+    for _ in 0..3 {
+        client.detail("1", Deadline::NONE).await.expect("detail");
+    }
+    let seen = up.seen();
+    assert_eq!(seen.len(), 3);
+    assert!(
+        seen.iter().all(|s| s.connection == 1),
+        "{:?}",
+        seen.iter().map(|s| s.connection).collect::<Vec<_>>()
+    );
+    assert_eq!(up.connections(), 1);
+}
+
+#[tokio::test]
+async fn a_connection_the_server_closes_is_replaced_before_the_next_grant() {
+    // One reply says `Connection: close`; the server then hangs up, as law.go.kr may.
+    let up = Upstream::start(
+        vec![Reply::json(detail_body("1")).closing()],
+        Reply::json(detail_body("1")),
+    )
+    .await;
+    let (client, calls) = client(&up.base_url, &[("LAW_API_MAX_ATTEMPTS", "1")]).await;
+    client.detail("1", Deadline::NONE).await.expect("first");
+    client
+        .detail("1", Deadline::NONE)
+        .await
+        .expect("second: a new connection, not a failed send");
+    let seen = up.seen();
+    assert_eq!(seen.iter().map(|s| s.connection).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        calls.0.lock().expect("calls").len(),
+        2,
+        "one grant and one call each"
+    );
+    assert_eq!(client.gate().stats().grants - client.gate().stats().given_back, 2);
+}
+
+#[tokio::test]
+async fn a_connection_closed_while_idle_is_replaced_not_sent_on() {
+    // A keep-alive timeout: the server drops a connection idle for 100 ms, saying nothing.
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    up.close_idle_after(Duration::from_millis(100));
+    let (client, _) = client(&up.base_url, &[("LAW_API_MAX_ATTEMPTS", "1")]).await;
+    client.detail("1", Deadline::NONE).await.expect("first");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // With one attempt, a request written into the closed connection would fail here.
+    client.detail("1", Deadline::NONE).await.expect("second");
+    assert_eq!(
+        up.seen().iter().map(|s| s.connection).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connection_spends_no_grant() {
+    let (client, calls) = client(
+        &format!("http://127.0.0.1:{}", dead_port()),
+        &[("LAW_API_MAX_ATTEMPTS", "2")],
+    )
+    .await;
+    let err = client.detail("1", Deadline::NONE).await.expect_err("refused");
+    assert!(
+        matches!(
+            err,
+            LawError::Network {
+                kind: NetKind::Connect,
+                attempts: 2
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        client.gate().stats().grants,
+        0,
+        "nothing was sent, so no slot was taken"
+    );
+    assert!(calls.0.lock().expect("calls").is_empty());
+}
+
+/// A CA and a certificate for `localhost` made for this run, the CA written to a file.
+struct TestPki {
+    ca_file: std::path::PathBuf,
+    server: ServerConfig,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed when dropped.
+    #[derive(Debug)]
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new(tag: &str) -> Self {
+            let p =
+                std::env::temp_dir().join(format!("lawsync-{tag}-{}-{}", std::process::id(), rand_suffix()));
+            std::fs::create_dir_all(&p).expect("temp dir");
+            Self(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn rand_suffix() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    }
+}
+
+fn pki() -> TestPki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "lawsync test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &ca)
+        .expect("leaf");
+    let dir = tempdir::Dir::new("pki");
+    let ca_file = dir.0.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).expect("write CA");
+    let server = ServerConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![CertificateDer::from(leaf.der().to_vec())],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+    )
+    .expect("server config");
+    TestPki {
+        ca_file,
+        server,
+        _dir: dir,
+    }
+}
+
+/// What the HTTPS server saw, on the host's wall clock.
+#[derive(Debug, Default)]
+struct TlsSeen {
+    /// When each connection's TLS handshake completed, by connection (0-based).
+    handshaken: Vec<SystemTime>,
+    /// Each request: its connection and when its head arrived.
+    requests: Vec<(usize, SystemTime)>,
+}
+
+/// An HTTPS law.go.kr that waits [`SLOW_HANDSHAKE`] before each handshake and answers
+/// every request with one detail, keeping connections open.
+async fn slow_tls_upstream(server: ServerConfig) -> (String, Arc<Mutex<TlsSeen>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let acceptor = TlsAcceptor::from(Arc::new(server));
+    let seen = Arc::new(Mutex::new(TlsSeen::default()));
+    let st = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, st) = (acceptor.clone(), st.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(SLOW_HANDSHAKE).await;
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let connection = {
+                    let mut s = st.lock().expect("seen");
+                    s.handshaken.push(SystemTime::now());
+                    s.handshaken.len() - 1
+                };
+                let mut buf = Vec::new();
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let mut chunk = [0u8; 4096];
+                        match tls.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    st.lock()
+                        .expect("seen")
+                        .requests
+                        .push((connection, SystemTime::now()));
+                    buf.clear();
+                    let body = detail_body("7");
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if tls.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("https://localhost:{port}"), seen)
+}
+
+#[tokio::test]
+async fn over_tls_every_grant_comes_after_its_handshake() {
+    let pki = pki();
+    let (base, seen) = slow_tls_upstream(pki.server.clone()).await;
+    let ca = pki.ca_file.to_string_lossy().into_owned();
+    let (client, calls) = client(&base, &[("LAW_API_CA_FILE", &ca), ("LAW_API_MAX_ATTEMPTS", "1")]).await;
+    // Two at once need two connections, both new; the third reuses one.
+    let (a, b) = tokio::join!(
+        client.detail("7", Deadline::NONE),
+        client.detail("7", Deadline::NONE)
+    );
+    a.expect("first");
+    b.expect("second");
+    client.detail("7", Deadline::NONE).await.expect("third");
+
+    let seen = seen.lock().expect("seen");
+    assert_eq!(
+        seen.handshaken.len(),
+        2,
+        "two connections for three calls: {seen:?}"
+    );
+    assert_eq!(seen.requests.len(), 3);
+    let mut grants: Vec<u64> = calls
+        .0
+        .lock()
+        .expect("calls")
+        .iter()
+        .map(|c| c.granted_at_us)
+        .collect();
+    grants.sort_unstable();
+    assert_eq!(grants.len(), 3);
+    // Requests arrive in grant order: the gate spaces them 50 ms apart.
+    let mut requests = seen.requests.clone();
+    requests.sort_by_key(|(_, at)| *at);
+    for ((connection, arrived), granted_us) in requests.iter().zip(&grants) {
+        let handshaken = micros(seen.handshaken[*connection]);
+        assert!(
+            *granted_us >= handshaken,
+            "a grant came {} µs before its connection's handshake finished",
+            handshaken - granted_us
+        );
+        // Granting after the 300 ms handshake, the arrival follows within a write.
+        let grant_to_arrival = micros(*arrived).saturating_sub(*granted_us);
+        assert!(
+            grant_to_arrival < SLOW_HANDSHAKE.as_micros() as u64 / 2,
+            "{grant_to_arrival} µs from grant to arrival: the handshake was inside it"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_fails_to_connect_and_spends_no_grant() {
+    let pki = pki();
+    let (base, seen) = slow_tls_upstream(pki.server.clone()).await;
+    // No LAW_API_CA_FILE: the system's roots do not know the test CA.
+    let (client, _) = client(&base, &[("LAW_API_MAX_ATTEMPTS", "1")]).await;
+    let captured = lawsync_tests::capture::capture_global();
+    let err = client.detail("7", Deadline::NONE).await.expect_err("untrusted");
+    assert!(
+        matches!(
+            err,
+            LawError::Network {
+                kind: NetKind::Connect,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(client.gate().stats().grants, 0);
+    assert!(seen.lock().expect("seen").requests.is_empty());
+    // The cause is logged, and neither it nor rustls' own records (the `log` crate's,
+    // bridged into the same capture) carry the key.
+    let log = captured.text();
+    assert!(
+        log.contains("TLS handshake failed") && log.contains("UnknownIssuer"),
+        "{log}"
+    );
+    assert!(
+        log.contains("\"log.target\":\"rustls"),
+        "rustls' records are captured too"
+    );
+    assert!(!log.contains(OC) && !format!("{err:?}").contains(OC));
+}
+
+#[tokio::test]
+async fn a_bad_ca_file_is_named_at_start() {
+    let dir = tempdir::Dir::new("badca");
+    let not_pem = dir.0.join("not.pem");
+    std::fs::write(&not_pem, "just text\n").expect("write");
+    let missing = dir.0.join("missing.pem");
+    for (path, says) in [(&not_pem, "no CERTIFICATE"), (&missing, "cannot be read")] {
+        let cfg = Config::from_lookup(|k| match k {
+            "LAW_API_OC" => Some(OC.into()),
+            "LAW_API_CA_FILE" => Some(path.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .expect("config");
+        let gate = Arc::new(Gate::new(
+            Topology::Standalone.connect().await,
+            &unique_ns("connections"),
+            cfg.gate,
+        ));
+        let err = LawClient::new(&cfg.law, Secret::new(OC), gate).expect_err("bad CA file");
+        let text = err.to_string();
+        assert!(text.contains("LAW_API_CA_FILE") && text.contains(says), "{text}");
+        assert!(!text.contains(OC));
+    }
+}
