@@ -4,7 +4,8 @@
 //! The gate spaces grants on Redis' clock; law.go.kr sees arrivals. A handshake between
 //! the grant and the request would move one arrival later than the next one's, so these
 //! tests give the server a slow TLS handshake and check on the host's one clock (Redis
-//! runs here too) that every grant came after its connection was up.
+//! runs here too) that every grant came after its connection was up. A refused
+//! connection spending no grant is in client.rs (`network_failures_are_retried_…`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use lawsync::config::Config;
 use lawsync::law::{CallEvent, CallObserver, LawError, NetKind};
 use lawsync::{Deadline, Gate, LawClient, Secret};
-use lawsync_tests::servers::{Topology, dead_port, unique_ns};
+use lawsync_tests::servers::{Topology, unique_ns};
 use lawsync_tests::upstream::{Reply, Upstream};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -125,30 +126,90 @@ async fn a_connection_closed_while_idle_is_replaced_not_sent_on() {
     );
 }
 
-#[tokio::test]
-async fn a_refused_connection_spends_no_grant() {
-    let (client, calls) = client(
-        &format!("http://127.0.0.1:{}", dead_port()),
-        &[("LAW_API_MAX_ATTEMPTS", "2")],
-    )
-    .await;
-    let err = client.detail("1", Deadline::NONE).await.expect_err("refused");
-    assert!(
-        matches!(
-            err,
-            LawError::Network {
-                kind: NetKind::Connect,
-                attempts: 2
-            }
-        ),
-        "{err:?}"
-    );
+/// Takes the gate's next slot, as another instance calling law.go.kr would, so that the
+/// client's next call waits one interval for its own.
+async fn occupy_gate(client: &LawClient) {
+    client
+        .gate()
+        .acquire(Deadline::NONE)
+        .await
+        .expect("another instance's slot");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_that_ages_during_the_gate_wait_is_replaced_after_the_grant() {
+    // The server's keep-alive is 5 s. A connection idle 3.5 s (under the 4 s reuse limit)
+    // is taken, then held 2 s for the slot: at the grant it is 5.5 s idle and closed.
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    up.close_idle_after(Duration::from_secs(5));
+    let slow = [
+        ("LAW_API_REQUEST_INTERVAL_MS", "2000"),
+        ("LAW_API_MAX_ATTEMPTS", "1"),
+    ];
+    let (client, calls) = client(&up.base_url, &slow).await;
+    client.detail("1", Deadline::NONE).await.expect("first");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    occupy_gate(&client).await;
+    client
+        .detail("1", Deadline::NONE)
+        .await
+        .expect("the grant went back unsent and the call went on a new connection");
     assert_eq!(
-        client.gate().stats().grants,
-        0,
-        "nothing was sent, so no slot was taken"
+        up.seen().iter().map(|s| s.connection).collect::<Vec<_>>(),
+        vec![1, 2]
     );
-    assert!(calls.0.lock().expect("calls").is_empty());
+    let events = calls.0.lock().expect("calls").clone();
+    assert_eq!(events.len(), 2, "no failed attempt: {events:?}");
+    assert_eq!(
+        events[1].given_back, 1,
+        "the aged connection's grant was given back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_dropped_during_the_gate_wait_spends_no_grant() {
+    // A server drops a connection that sends nothing for 1 s (a request-header timeout,
+    // scaled down); the call waits 2 s for its slot.
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    up.close_idle_after(Duration::from_secs(1));
+    let slow = [
+        ("LAW_API_REQUEST_INTERVAL_MS", "2000"),
+        ("LAW_API_MAX_ATTEMPTS", "1"),
+    ];
+    let (client, _) = client(&up.base_url, &slow).await;
+    occupy_gate(&client).await;
+    client
+        .detail("1", Deadline::NONE)
+        .await
+        .expect("sent on a new connection");
+    assert_eq!(up.seen().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_put_back_after_a_refusal_keeps_its_idle_age() {
+    let up = Upstream::start(vec![], Reply::json(detail_body("1"))).await;
+    let slow = [
+        ("LAW_API_REQUEST_INTERVAL_MS", "2000"),
+        ("LAW_API_MAX_ATTEMPTS", "1"),
+    ];
+    let (client, _) = client(&up.base_url, &slow).await;
+    client.detail("1", Deadline::NONE).await.expect("first");
+    // A handler's short bound; clones share the pool.
+    let client = client.with_gate_wait(Duration::from_millis(100));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    occupy_gate(&client).await;
+    let refused = client.detail("1", Deadline::NONE).await;
+    assert!(
+        refused.is_err(),
+        "the slot is 2 s away, the bound 100 ms: {refused:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    client.detail("1", Deadline::NONE).await.expect("third");
+    assert_eq!(
+        up.seen().iter().map(|s| s.connection).collect::<Vec<_>>(),
+        vec![1, 2],
+        "connection 1 was 5.2 s idle, past the 4 s reuse limit"
+    );
 }
 
 /// A CA and a certificate for `localhost` made for this run, the CA written to a file.

@@ -55,6 +55,18 @@ pub(super) enum Attempt {
 /// A connection ready to carry one request, taken before the grant.
 pub(super) struct Connection {
     sender: SendRequest<Empty<Bytes>>,
+    /// Opened for this call, not taken from the pool.
+    pub(super) fresh: bool,
+    /// When it last carried a reply, or was opened: its idle age counts from here.
+    since: Instant,
+}
+
+impl Connection {
+    /// Still fit to carry a request: open, and idle no longer than [`HTTP_IDLE_REUSE`]
+    /// (checked again after the gate wait, which can be long).
+    pub(super) fn fit(&self) -> bool {
+        !self.sender.is_closed() && self.since.elapsed() <= HTTP_IDLE_REUSE
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -150,13 +162,21 @@ impl Transport {
     pub(super) async fn connection(&self, deadline: Deadline) -> Result<Connection, NetKind> {
         let bound = deadline.cap(self.inner.connect_timeout);
         let ready = async {
-            while let Some(mut sender) = self.take_idle() {
+            while let Some((mut sender, since)) = self.take_idle() {
                 // An idle HTTP/1 connection is ready at once unless the server closed it.
                 if sender.ready().await.is_ok() {
-                    return Ok(Connection { sender });
+                    return Ok(Connection {
+                        sender,
+                        fresh: false,
+                        since,
+                    });
                 }
             }
-            self.open().await.map(|sender| Connection { sender })
+            self.open().await.map(|sender| Connection {
+                sender,
+                fresh: true,
+                since: Instant::now(),
+            })
         };
         match tokio::time::timeout(bound, ready).await {
             Ok(result) => result,
@@ -164,7 +184,7 @@ impl Transport {
         }
     }
 
-    fn take_idle(&self) -> Option<SendRequest<Empty<Bytes>>> {
+    fn take_idle(&self) -> Option<(SendRequest<Empty<Bytes>>, Instant)> {
         let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
         // Kept in the order they went idle: the stale ones are a prefix.
         if let Some(fresh_from) = idle
@@ -173,37 +193,44 @@ impl Transport {
         {
             idle.drain(..=fresh_from);
         }
-        idle.pop().map(|(sender, _)| sender)
+        idle.pop()
     }
 
-    /// Puts back a connection taken but not used (the gate refused the slot).
+    /// Puts back a connection taken but not used (the gate refused the slot), with the
+    /// idle age it had: being taken carried no reply.
     pub(super) fn release(&self, conn: Connection) {
-        self.keep(conn.sender);
+        self.keep(conn.sender, conn.since);
     }
 
-    fn keep(&self, sender: SendRequest<Empty<Bytes>>) {
+    fn keep(&self, sender: SendRequest<Empty<Bytes>>, since: Instant) {
         if sender.is_closed() {
             return;
         }
         let mut idle = self.inner.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() >= HTTP_MAX_IDLE {
+        // In the order they went idle, so the stale ones stay a prefix.
+        let at = idle.partition_point(|(_, s)| *s <= since);
+        idle.insert(at, (sender, since));
+        if idle.len() > HTTP_MAX_IDLE {
             idle.remove(0);
         }
-        idle.push((sender, Instant::now()));
     }
 
-    /// TCP (every address the host resolves to, in order), TLS for `https`, then the
+    /// TCP (the addresses the host resolves to, in order), TLS for `https`, then the
     /// HTTP/1.1 handshake; the connection's driver runs as its own task.
     async fn open(&self) -> Result<SendRequest<Empty<Bytes>>, NetKind> {
         let inner = &self.inner;
         let tcp = match &inner.host {
             Host::Domain(name) => {
-                let addrs = tokio::net::lookup_host((name.as_str(), inner.port))
+                let addrs: Vec<_> = tokio::net::lookup_host((name.as_str(), inner.port))
                     .await
-                    .map_err(|_| NetKind::Connect)?;
+                    .map_err(|_| NetKind::Connect)?
+                    .collect();
+                // Each address gets its share of the connect timeout, so one that never
+                // answers cannot use up the time of the others.
+                let share = inner.connect_timeout / addrs.len().max(1) as u32;
                 let mut stream = None;
                 for addr in addrs {
-                    if let Ok(s) = TcpStream::connect(addr).await {
+                    if let Ok(Ok(s)) = tokio::time::timeout(share, TcpStream::connect(addr)).await {
                         stream = Some(s);
                         break;
                     }
@@ -320,7 +347,7 @@ impl Transport {
                 body.extend_from_slice(&chunk);
             }
         }
-        self.keep(sender);
+        self.keep(sender, Instant::now());
         if body.iter().all(u8::is_ascii_whitespace) {
             return Attempt::Fatal(LawError::EmptyBody);
         }

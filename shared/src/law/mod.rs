@@ -36,7 +36,7 @@ use crate::policy::{
     RETRY_AFTER_CAP,
 };
 use crate::secret::Secret;
-use http::{Attempt, Transport};
+use http::{Attempt, Connection, Transport};
 
 /// The upstream name used in Redis keys and metrics.
 pub const UPSTREAM: &str = "law-go-kr";
@@ -78,6 +78,8 @@ pub struct CallEvent {
     pub given_back: u32,
     /// When the gate granted this start, µs on Redis' clock.
     pub granted_at_us: u64,
+    /// The request went on a connection opened for it (before the grant), not a pooled one.
+    pub new_connection: bool,
 }
 
 /// Sees every attempt the client makes: for metrics, timelines and the local runtime.
@@ -243,6 +245,52 @@ impl LawClient {
         }
     }
 
+    /// A ready connection and a fresh grant to send on it. The connection comes first, so
+    /// a grant is followed by one write, never a handshake (see `http`), and one that
+    /// cannot be opened costs no grant. A connection the server closed, or that went idle
+    /// past [`crate::policy::HTTP_IDLE_REUSE`], while the call waited for its slot would
+    /// fail after the grant was spent: its grant is given back unsent and both are taken
+    /// again, counted with the stale grants (at most [`MAX_STALE_GRANTS`] in all).
+    async fn ready_to_send(
+        &self,
+        deadline: Deadline,
+        bound: Duration,
+    ) -> Result<(Connection, Grant, u32), Unsent> {
+        let asked = Instant::now();
+        let mut given_back = 0;
+        loop {
+            let conn = self
+                .transport
+                .connection(deadline)
+                .await
+                .map_err(Unsent::Connect)?;
+            let left = bound.saturating_sub(asked.elapsed());
+            let (grant, stale) = match self.fresh_grant(deadline, left).await {
+                Ok(g) => g,
+                Err(e) => {
+                    self.transport.release(conn);
+                    return Err(Unsent::Gate(e));
+                }
+            };
+            given_back += stale;
+            if conn.fit() {
+                return Ok((conn, grant, given_back));
+            }
+            self.gate.give_back(&grant).await.map_err(Unsent::Gate)?;
+            given_back += 1;
+            if given_back >= MAX_STALE_GRANTS {
+                return Err(Unsent::Gate(GateError::Unsettled {
+                    calls: grant.round_trips,
+                    reslotted: given_back,
+                }));
+            }
+            tracing::debug!(
+                given_back,
+                "law.go.kr: the connection closed or aged during the gate wait; slot given back"
+            );
+        }
+    }
+
     /// The retry loop around single attempts.
     async fn call(
         &self,
@@ -257,12 +305,11 @@ impl LawClient {
             if !deadline.allows(MIN_CALL_WINDOW) {
                 return Err(LawError::OutOfTime { attempts: attempt });
             }
-            // The connection before the slot: a grant is then followed by one write and
-            // half a round trip, never a handshake (see `http`). One that cannot be
-            // opened costs no grant, since nothing was sent.
-            let conn = match self.transport.connection(deadline).await {
-                Ok(c) => c,
-                Err(kind) => {
+            // The slot must leave room for the call itself before the deadline.
+            let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
+            let (conn, grant, given_back) = match self.ready_to_send(deadline, bound).await {
+                Ok(ready) => ready,
+                Err(Unsent::Connect(kind)) => {
                     if attempts == self.max_attempts {
                         return Err(LawError::Network { kind, attempts });
                     }
@@ -284,27 +331,20 @@ impl LawClient {
                     tokio::time::sleep(delay).await;
                     continue;
                 }
-            };
-            // The slot must leave room for the call itself before the deadline.
-            let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
-            let (grant, given_back) = match self.fresh_grant(deadline, bound).await {
-                Ok(g) => g,
-                // On a retry, keep what the earlier attempts learned: they reached
-                // law.go.kr, so whatever stops the next one, the job has made attempts.
-                Err(e) if attempt > 0 => {
-                    self.transport.release(conn);
+                // On a retry, keep what the earlier attempts learned (calls made, or
+                // connections that failed): whatever stops the next one, the job has made
+                // attempts.
+                Err(Unsent::Gate(e)) if attempt > 0 => {
                     return Err(LawError::TryLater {
                         wait: e.retry_after().unwrap_or(GATE_REFUSED_RETRY),
                         status: last_status,
                         attempts: attempt,
                     });
                 }
-                Err(e) => {
-                    self.transport.release(conn);
-                    return Err(e.into());
-                }
+                Err(Unsent::Gate(e)) => return Err(e.into()),
             };
             let waited = grant.waited;
+            let new_connection = conn.fresh;
             let span = tracing::info_span!(
                 "law.call",
                 endpoint = endpoint.name(),
@@ -331,6 +371,7 @@ impl LawClient {
                         grant_to_send,
                         given_back,
                         granted_at_us: grant.granted_at_us,
+                        new_connection,
                     });
                 }
             };
@@ -413,6 +454,13 @@ impl LawClient {
             attempts: self.max_attempts,
         })
     }
+}
+
+/// Why a call was not sent: no connection, or no grant.
+#[derive(Debug)]
+enum Unsent {
+    Connect(crate::law::NetKind),
+    Gate(GateError),
 }
 
 /// 2^attempt × [`BACKOFF_BASE`], attempt 0-based.
