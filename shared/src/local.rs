@@ -116,6 +116,8 @@ impl CallObserver for CallLines {
             took_ms: e.took.as_secs_f64() * 1000.0,
             status: e.status,
             cooldown_ms: e.cooldown.map(|d| d.as_millis() as u64),
+            granted_ms: Some(e.granted_at_us as f64 / 1000.0),
+            new_connection: e.new_connection,
         });
     }
 }
@@ -619,6 +621,8 @@ mod tests {
                 took_ms: 30.0,
                 status: Some(429),
                 cooldown_ms: Some(60_000),
+                granted_ms: Some(1_764_000_000_000.25),
+                new_connection: true,
             },
             LocalEvent::Call {
                 instance: "p1/search-1".into(),
@@ -629,6 +633,8 @@ mod tests {
                 took_ms: 1.5,
                 status: None,
                 cooldown_ms: None,
+                granted_ms: None,
+                new_connection: false,
             },
             LocalEvent::Batch {
                 instance: "p1/detail-1".into(),

@@ -56,6 +56,12 @@ pub enum LocalEvent {
         status: Option<u16>,
         /// The cluster-wide cooldown this attempt set (after a 429).
         cooldown_ms: Option<u64>,
+        /// When the gate granted the start, epoch ms on Redis' clock (absent in older lines).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        granted_ms: Option<f64>,
+        /// Sent on a connection opened for it rather than a pooled one.
+        #[serde(default)]
+        new_connection: bool,
     },
     /// One invocation of a function on an SQS batch, and the mapping's deletes after it.
     Batch {

@@ -219,6 +219,7 @@ mod tests {
             took: Duration::from_millis(5),
             cooldown: cooldown.then_some(Duration::from_secs(2)),
             grant_to_send: Duration::ZERO,
+            new_connection: false,
             given_back: 0,
             granted_at_us: 0,
         }

@@ -883,6 +883,10 @@ struct View<'a> {
     retry_depth: u64,
     instances: BTreeSet<String>,
     bar_shown: bool,
+    /// Every call's grant, epoch ms on Redis' clock: the gate's own promise.
+    granted_ms: Vec<f64>,
+    /// Calls sent on a connection opened for them (before their grant).
+    new_connections: usize,
 }
 
 impl<'a> View<'a> {
@@ -918,8 +922,12 @@ impl<'a> View<'a> {
                 waited_ms,
                 status,
                 cooldown_ms,
+                granted_ms,
+                new_connection,
                 ..
             } => {
+                self.granted_ms.extend(*granted_ms);
+                self.new_connections += usize::from(*new_connection);
                 let c = Call {
                     instance: instance.clone(),
                     endpoint: endpoint.name().to_owned(),
@@ -1096,6 +1104,22 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
         format!(
             "{min:.1} ms / {median:.1} ms (rule {} ms, gate {} ms)",
             o.rule_ms, o.gate_ms
+        ),
+    );
+    // The gate's promise is on Redis' clock; arrivals add each call's own path (and the
+    // look-alike's scheduling) to it. Beside it, how many calls opened a connection.
+    let mut granted = view.granted_ms.clone();
+    granted.sort_by(f64::total_cmp);
+    let granted_min = granted
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .fold(f64::INFINITY, f64::min);
+    row(
+        "starts granted on Redis' clock: min gap",
+        format!(
+            "{granted_min:.1} ms; {} of {} calls on a new connection",
+            view.new_connections,
+            granted.len()
         ),
     );
     row(
