@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -95,7 +95,10 @@ pub struct Seen {
     pub body: String,
     /// The status this server answered.
     pub status: u16,
+    /// When its head was read, on the monotonic clock and on the wall clock (the one the
+    /// look-alike's log and the gate's grants, on Redis' clock, are compared on).
     pub at: Instant,
+    pub at_wall: SystemTime,
     /// Which connection carried it: 1 for the first this server accepted, and so on.
     pub connection: usize,
 }
@@ -282,6 +285,7 @@ pub(crate) async fn read_head(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option
         body,
         status: 0,
         at: Instant::now(),
+        at_wall: SystemTime::now(),
         connection: 0,
     })
 }

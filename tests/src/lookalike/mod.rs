@@ -411,7 +411,9 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
         (reply.delayed(delay), cause)
     };
     let arrival = Arrival {
-        at_ms: lawsync::clock::epoch_millis_f64(SystemTime::now()),
+        // When the request was read, as the rule above judges it: not after the answer
+        // was computed (a day's first listing takes milliseconds).
+        at_ms: lawsync::clock::epoch_millis_f64(req.at_wall),
         endpoint: endpoint.to_owned(),
         item,
         window: (endpoint == "search")
