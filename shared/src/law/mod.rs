@@ -256,7 +256,8 @@ impl LawClient {
         deadline: Deadline,
         bound: Duration,
     ) -> Result<(Connection, Grant, u32), Unsent> {
-        let asked = Instant::now();
+        // The bound is on waiting for the gate; opening connections is not counted in it.
+        let mut at_gate = Duration::ZERO;
         let mut given_back = 0;
         loop {
             let conn = self
@@ -264,8 +265,10 @@ impl LawClient {
                 .connection(deadline)
                 .await
                 .map_err(Unsent::Connect)?;
-            let left = bound.saturating_sub(asked.elapsed());
-            let (grant, stale) = match self.fresh_grant(deadline, left).await {
+            let asked = Instant::now();
+            let granted = self.fresh_grant(deadline, bound.saturating_sub(at_gate)).await;
+            at_gate += asked.elapsed();
+            let (grant, stale) = match granted {
                 Ok(g) => g,
                 Err(e) => {
                     self.transport.release(conn);
