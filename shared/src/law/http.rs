@@ -62,10 +62,12 @@ pub(super) struct Connection {
 }
 
 impl Connection {
-    /// Still fit to carry a request: open, and idle no longer than [`HTTP_IDLE_REUSE`]
-    /// (checked again after the gate wait, which can be long).
+    /// Still fit to carry a request after the gate wait: not closed by the server
+    /// meanwhile. Its age is not held against it here: a wait at the gate can be many
+    /// intervals long with many callers, and a connection given back for its age would
+    /// age again in the next wait. The idle limit applies when it is taken from the pool.
     pub(super) fn fit(&self) -> bool {
-        !self.sender.is_closed() && self.since.elapsed() <= HTTP_IDLE_REUSE
+        !self.sender.is_closed()
     }
 }
 

@@ -247,10 +247,10 @@ impl LawClient {
 
     /// A ready connection and a fresh grant to send on it. The connection comes first, so
     /// a grant is followed by one write, never a handshake (see `http`), and one that
-    /// cannot be opened costs no grant. A connection the server closed, or that went idle
-    /// past [`crate::policy::HTTP_IDLE_REUSE`], while the call waited for its slot would
-    /// fail after the grant was spent: its grant is given back unsent and both are taken
-    /// again, counted with the stale grants (at most [`MAX_STALE_GRANTS`] in all).
+    /// cannot be opened costs no grant. A connection the server closed while the call
+    /// waited for its slot would fail after the grant was spent: its grant is given back
+    /// unsent and both are taken again, counted with the stale grants (at most
+    /// [`MAX_STALE_GRANTS`] in all).
     async fn ready_to_send(
         &self,
         deadline: Deadline,
