@@ -289,7 +289,7 @@ impl LawClient {
             }
             tracing::debug!(
                 given_back,
-                "law.go.kr: the connection closed or aged during the gate wait; slot given back"
+                "law.go.kr: the server closed the connection during the gate wait; slot given back"
             );
         }
     }
