@@ -317,21 +317,14 @@ impl LawClient {
                         return Err(LawError::Network { kind, attempts });
                     }
                     let delay = (backoff(attempt) + jitter(backoff(attempt))).min(RETRY_AFTER_CAP);
-                    if delay > gate_cfg.max_wait || !deadline.allows(delay + MIN_CALL_WINDOW) {
-                        return Err(LawError::TryLater {
-                            wait: delay,
-                            status: last_status,
-                            attempts,
-                        });
-                    }
-                    tracing::info!(
-                        endpoint = endpoint.name(),
-                        attempt = attempts,
-                        kind = kind.describe(),
-                        delay_ms = delay.as_millis() as u64,
-                        "law.go.kr: no connection; backing off"
-                    );
-                    tokio::time::sleep(delay).await;
+                    let pause = Pause {
+                        endpoint,
+                        attempts,
+                        status: last_status,
+                        delay,
+                    };
+                    self.back_off(pause, Because::NoConnection(kind), None, deadline)
+                        .await?;
                     continue;
                 }
                 // On a retry, keep what the earlier attempts learned (calls made, or
@@ -422,40 +415,91 @@ impl LawClient {
             } else if status.is_some() {
                 observe(status, None);
             }
-            // A wait past the bound is not slept here: the retry queue comes back after
-            // `delay`, which is also when the cooldown ends.
-            if delay > gate_cfg.max_wait {
-                return Err(LawError::TryLater {
-                    wait: delay,
-                    status,
-                    attempts,
-                });
-            }
-            if attempts == self.max_attempts {
-                return Err(LawError::Http {
-                    status: status.unwrap_or(0),
-                    attempts,
-                });
-            }
-            if !deadline.allows(delay + MIN_CALL_WINDOW) {
-                return Err(LawError::TryLater {
-                    wait: delay,
-                    status,
-                    attempts,
-                });
-            }
-            tracing::info!(
-                endpoint = endpoint.name(),
-                attempt = attempts,
+            let spent = (attempts == self.max_attempts).then_some(LawError::Http {
+                status: status.unwrap_or(0),
+                attempts,
+            });
+            let pause = Pause {
+                endpoint,
+                attempts,
                 status,
-                delay_ms = delay.as_millis() as u64,
-                "law.go.kr: backing off"
-            );
-            tokio::time::sleep(delay).await;
+                delay,
+            };
+            self.back_off(pause, Because::Answered, spent, deadline).await?;
         }
         Err(LawError::OutOfTime {
             attempts: self.max_attempts,
         })
+    }
+}
+
+/// An attempt that is to be followed by another, after `delay`.
+struct Pause {
+    endpoint: Endpoint,
+    attempts: u32,
+    /// The last status law.go.kr answered, if any.
+    status: Option<u16>,
+    delay: Duration,
+}
+
+/// Why the next attempt waits: no connection could be opened, or law.go.kr answered 429,
+/// a 5xx or nothing.
+enum Because {
+    NoConnection(crate::law::NetKind),
+    Answered,
+}
+
+impl LawClient {
+    /// Sleeps out `pause` before the next attempt, or says why the call stops here: a wait
+    /// past the gate's bound is not slept (the retry queue comes back after it, which is
+    /// also when a cooldown ends); `spent`, the error for a call out of attempts, comes
+    /// next; then a wait that leaves no room for the call before the deadline.
+    async fn back_off(
+        &self,
+        pause: Pause,
+        because: Because,
+        spent: Option<LawError>,
+        deadline: Deadline,
+    ) -> Result<(), LawError> {
+        let Pause {
+            endpoint,
+            attempts,
+            status,
+            delay,
+        } = pause;
+        let try_later = LawError::TryLater {
+            wait: delay,
+            status,
+            attempts,
+        };
+        if delay > self.gate.config().max_wait {
+            return Err(try_later);
+        }
+        if let Some(e) = spent {
+            return Err(e);
+        }
+        if !deadline.allows(delay + MIN_CALL_WINDOW) {
+            return Err(try_later);
+        }
+        let delay_ms = delay.as_millis() as u64;
+        match because {
+            Because::NoConnection(kind) => tracing::info!(
+                endpoint = endpoint.name(),
+                attempt = attempts,
+                kind = kind.describe(),
+                delay_ms,
+                "law.go.kr: no connection; backing off"
+            ),
+            Because::Answered => tracing::info!(
+                endpoint = endpoint.name(),
+                attempt = attempts,
+                status,
+                delay_ms,
+                "law.go.kr: backing off"
+            ),
+        }
+        tokio::time::sleep(delay).await;
+        Ok(())
     }
 }
 
