@@ -435,7 +435,7 @@ async fn deps() -> Result<(Deps, aws_config::SdkConfig), CliError> {
 async fn run_local(a: LocalArgs) -> Result<(), CliError> {
     use crate::local::{EventLog, GateScope, LocalOptions};
     let cfg = Config::from_env()?;
-    let sdk = crate::aws::sdk_config().await;
+    let sdk = crate::aws::sdk_config(&cfg).await;
     let out: Box<dyn std::io::Write + Send> = match &a.events {
         None => Box::new(std::io::stdout()),
         Some(path) => Box::new(
@@ -627,7 +627,7 @@ async fn sync_status(run: Option<String>, limit: usize, json: bool) -> Result<()
             Some(s) => vec![s],
             None => {
                 // Redis no longer counts it: its record, if the store has one.
-                let sdk = crate::aws::sdk_config().await;
+                let sdk = crate::aws::sdk_config(&cfg).await;
                 let docs = crate::app::document_store(&cfg, &sdk);
                 let key = format!("{}{id}.json", crate::mirror::layout::RUNS.path);
                 let body = docs
@@ -782,7 +782,7 @@ async fn gate(action: GateAction, json: bool) -> Result<(), CliError> {
         return Err(CliError::NoKey);
     }
     let (cfg, conn, ns) = redis_only().await?;
-    let sdk = crate::aws::sdk_config().await;
+    let sdk = crate::aws::sdk_config(&cfg).await;
     let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk).await?;
     let gate = crate::app::law_gate(conn, &oc, &ns, cfg.gate)?;
     match action {

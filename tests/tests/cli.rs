@@ -105,6 +105,53 @@ async fn invoke_detail_reads_an_sqs_event_and_prints_the_batch_response() {
     let _ = std::fs::remove_dir_all(&env.docs);
 }
 
+/// A local run that names nothing of AWS (a folder store, no queue, no secret ARN) asks no
+/// AWS source for anything: no region or credential lookup in the EC2 metadata service,
+/// whose failed answers would otherwise be printed as warnings. The metadata endpoint is
+/// a local server here, so a lookup is seen even where the real one would not answer.
+#[tokio::test]
+async fn a_local_run_without_aws_asks_no_metadata_service_and_prints_no_aws_noise() {
+    let oc = unique_oc(OC);
+    let doc =
+        json!({ "PrecService": { "판례정보일련번호": "52", "사건명": "x", "판례내용": "y" } }).to_string();
+    let up = Upstream::start(vec![Reply::json(doc)], Reply::status(500)).await;
+    let imds = Upstream::start(vec![], Reply::status(404)).await;
+    let mut env = env_for(&up, true, &oc);
+    for var in [
+        "AWS_ENDPOINT_URL",
+        "AWS_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "RUST_LOG",
+    ] {
+        env.env.unset(var);
+    }
+    let home = std::env::temp_dir().join(format!("{}-home", unique_env("cli-home")));
+    std::fs::create_dir_all(&home).expect("home");
+    env.env.put("HOME", home.display().to_string());
+    env.env
+        .put("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.base_url.clone());
+    let event = json!({ "Records": [{ "messageId": "ok", "body": "{\"id\":\"52\"}" }] }).to_string();
+    let (ok, stdout, stderr) = lawsync(&env, &["invoke", "detail", "--event", "-"], &event).await;
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("JSON"),
+        json!({ "batchItemFailures": [] })
+    );
+    assert!(env.docs.join("prec/52.json").exists());
+    assert!(
+        imds.seen().is_empty(),
+        "the metadata service was asked: {:?}",
+        imds.seen()
+    );
+    let lower = stderr.to_lowercase();
+    for noise in ["imds", "metadata", "region", "credential"] {
+        assert!(!lower.contains(noise), "AWS noise ({noise}) on stderr:\n{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&env.docs);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 /// `queue` needs no key; `gate` does, since the gate belongs to the key, and says so.
 #[tokio::test]
 async fn queue_commands_need_no_key_and_gate_commands_name_it() {

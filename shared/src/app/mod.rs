@@ -152,7 +152,7 @@ impl Deps {
     /// (so `AWS_ENDPOINT_URL` reaches every client), then [`Deps::build`].
     pub async fn from_env() -> Result<(Self, aws_config::SdkConfig), StartupError> {
         let cfg = Config::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
+        let sdk = crate::aws::sdk_config(&cfg).await;
         let deps = Self::build(cfg, &sdk).await?;
         Ok((deps, sdk))
     }

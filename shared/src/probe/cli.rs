@@ -102,7 +102,7 @@ pub async fn run(args: ProbeArgs, json: bool) -> Result<(), ProbeCliError> {
     // A usage error is one whatever the environment: said before anything is asked.
     let window = args.window(&today)?;
     let cfg = Config::from_env()?;
-    let sdk = crate::aws::sdk_config().await;
+    let sdk = crate::aws::sdk_config(&cfg).await;
     let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk).await?;
     let redis = RedisConn::connect(&cfg.redis).await?;
     let ns = crate::keys::Namespace::new(&cfg.app_env, UPSTREAM)?;
