@@ -13,6 +13,7 @@
 //! | `PublicationDelayDays` | None | per precedent stored for the first time: first seen by a search − decision date (00:00 KST) |
 //! | `PipelineLatencyMs` | Milliseconds | per precedent stored: stored − first seen by a search |
 //! | `PrecedentsAdded`, `PrecedentsRevised`, `PrecedentsUnchanged` | Count | precedents stored, by what changed |
+//! | `ColdStart` | Count | 1 on the first line of an execution environment (the invocation that paid for its cold start) |
 //! | `RunsRecorded`, `RunIdsSkipped`, `RunIdsFetched`, `RunDiscrepancies` | Count | sync runs recorded |
 #![allow(clippy::print_stdout)] // EMF is read from the function's stdout
 
@@ -33,6 +34,12 @@ const MAX_VALUES: usize = 100;
 pub struct Metrics {
     namespace: String,
     function: &'static str,
+    /// `AWS_LAMBDA_FUNCTION_VERSION`, a property of every line (not a dimension: a new
+    /// version would start new metrics).
+    version: Option<String>,
+    /// True until the first line is taken: that line carries `ColdStart` 1, the invocation
+    /// that paid for the cold start.
+    cold: std::sync::atomic::AtomicBool,
     acc: Mutex<Acc>,
 }
 
@@ -73,8 +80,16 @@ impl Metrics {
         Self {
             namespace: format!("lawsync/{app_env}"),
             function,
+            version: None,
+            cold: std::sync::atomic::AtomicBool::new(true),
             acc: Mutex::new(Acc::default()),
         }
+    }
+
+    /// The same metrics with the function's version on every line.
+    pub fn with_version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
     }
 
     fn acc(&self) -> std::sync::MutexGuard<'_, Acc> {
@@ -113,7 +128,10 @@ impl Metrics {
     /// The invocation's EMF line, and a fresh start for the next; `None` when nothing
     /// happened.
     pub fn take_line(&self) -> Option<Value> {
-        let acc = std::mem::take(&mut *self.acc());
+        let mut acc = std::mem::take(&mut *self.acc());
+        if self.cold.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            acc.add("ColdStart", 1);
+        }
         if acc.gate_wait_ms.is_empty()
             && acc.counts.is_empty()
             && acc.gauges.is_empty()
@@ -124,6 +142,9 @@ impl Metrics {
         let mut defs = Vec::new();
         let mut line = Map::new();
         line.insert("Function".into(), json!(self.function));
+        if let Some(v) = &self.version {
+            line.insert("FunctionVersion".into(), json!(v));
+        }
         if !acc.gate_wait_ms.is_empty() {
             defs.push(json!({"Name": "GateWaitMs", "Unit": "Milliseconds"}));
             line.insert("GateWaitMs".into(), json!(acc.gate_wait_ms));
@@ -227,8 +248,15 @@ mod tests {
 
     #[test]
     fn a_line_is_valid_emf_and_resets() {
-        let m = Metrics::new("prod", "detail");
-        assert_eq!(m.take_line(), None, "nothing happened, nothing to say");
+        let m = Metrics::new("prod", "detail").with_version("7");
+        let cold = m
+            .take_line()
+            .expect("the first line of an environment says it started cold");
+        assert_eq!(
+            (cold["ColdStart"].clone(), cold["FunctionVersion"].clone()),
+            (json!(1), json!("7"))
+        );
+        assert_eq!(m.take_line(), None, "nothing happened since, nothing to say");
         m.observe(&call(200, 812, false));
         m.observe(&call(429, 3, true));
         m.batch(&BatchSummary {
@@ -256,6 +284,11 @@ mod tests {
             assert!(line.get(name).is_some(), "{name} declared without a value");
         }
         assert!(line["_aws"]["Timestamp"].as_u64().is_some());
+        assert!(
+            line.get("ColdStart").is_none(),
+            "a warm invocation is not a cold start"
+        );
+        assert_eq!(line["FunctionVersion"], "7");
         assert_eq!(m.take_line(), None, "a line is taken once");
     }
 
