@@ -11,11 +11,14 @@ GATE ?= shared
 # Lambda architecture: the template's default is arm64 (Graviton); a machine without the
 # aarch64 standard library builds with ARCH=x86_64.
 ARCH ?= arm64
+# This machine's architecture, for the bootstraps `make test` builds and runs under a local
+# Lambda Runtime API (tests/tests/runtime.rs).
+HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
 STACK ?= lawsync-dev
 
 help:
 	@echo "make demo        the package end to end on this machine against a law.go.kr look-alike (GATE=per-instance for contrast)"
-	@echo "make test        lint, then every test against real Redis (standalone + 3-node cluster)"
+	@echo "make test        lint, the deployed bootstraps built, then every test against real Redis (standalone + 3-node cluster)"
 	@echo "make bench-gate  the gate against the seed's polling gate, printed as a table"
 	@echo "make bench-queue a drainer pass of the seed's queue against this queue's claim, 1e4..1e6 entries"
 	@echo "make bench-cost  billed handler time per law.go.kr call, this package against the seed's sleep-in-handler, at SQS concurrency 1/2/5/10"
@@ -53,8 +56,11 @@ lint:
 lint-infra: deps
 	@scripts/lint-infra.sh
 
-# Starts the test Redis servers and moto, runs every test, and stops them whatever happened.
+# Builds the deployed bootstraps for this machine (cargo-lambda, release profile: what
+# tests/tests/runtime.rs runs), starts the test Redis servers and moto, runs every test,
+# and stops them whatever happened.
 test: lint lint-infra redis-up moto-up
+	@ARCH=$(HOST_ARCH) scripts/lambda-build.sh
 	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) test --workspace --locked || status=$$?; \
 	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status

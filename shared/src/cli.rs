@@ -505,6 +505,7 @@ async fn invoke(function: Invoke, json: bool) -> Result<(), CliError> {
             let hooks = crate::drainer::DrainHooks {
                 on_pass: None,
                 stop: Some(&stop),
+                cut_after: None,
             };
             let report = deps
                 .drain_with(&*alerts, Deadline::NONE, Some(passes.max(1)), hooks)

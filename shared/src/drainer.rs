@@ -155,6 +155,8 @@ struct PassEnd {
 
 /// One job's part of a pass.
 struct Worked {
+    /// Its entry's id.
+    id: String,
     /// Its counts (succeeded, failed, dead-lettered or skipped).
     tally: PassReport,
     /// `Some(room_in)` when it was not started ([`Outcome::NotStarted`]); `room_in` is
@@ -186,6 +188,11 @@ pub struct DrainHooks<'a> {
     /// and settle, the jobs not yet started go back unchanged, the sleep between passes is
     /// cut short, and the lock is released.
     pub stop: Option<&'a tokio::sync::watch::Receiver<bool>>,
+    /// Once stopping, how long the jobs in flight may take to finish; past it they are
+    /// dropped where they are and their entries released unchanged (a call cut off after
+    /// its grant has spent that slot). `None`: they always finish. Lambda's shutdown
+    /// leaves a runtime half a second, so the functions set it; the local runtime does not.
+    pub cut_after: Option<Duration>,
 }
 
 impl std::fmt::Debug for DrainHooks<'_> {
@@ -193,6 +200,7 @@ impl std::fmt::Debug for DrainHooks<'_> {
         f.debug_struct("DrainHooks")
             .field("on_pass", &self.on_pass.is_some())
             .field("stop", &self.stop.map(|s| *s.borrow()))
+            .field("cut_after", &self.cut_after)
             .finish()
     }
 }
@@ -213,6 +221,14 @@ impl DrainHooks<'_> {
             }
             None => std::future::pending().await,
         }
+    }
+}
+
+/// Sleeps until `at`; never when `None`.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -350,6 +366,12 @@ impl Drainer<'_> {
             report.dead_lettered += claim.corrupt.len() as u32;
             room_at = self.work_batch(claim.entries, work_until, &mut report).await?;
         }
+        // Stopping (a shutdown), what is owed after a pass waits for the next run: the alerts
+        // stay pending and the runs' records are written by the next pass anywhere.
+        if self.hooks.stopping() {
+            report.ended_ms = start.elapsed().as_millis() as u64;
+            return Ok(PassEnd { report, room_at });
+        }
         if self.cfg.send_alerts {
             report.alert_delivered = self.flush_alerts(deadline).await?;
         }
@@ -377,11 +399,21 @@ impl Drainer<'_> {
         let depth = drain_jobs_in_flight(self.cfg.time_per_job);
         let mut waiting = entries.into_iter();
         let mut running = FuturesUnordered::new();
+        // The leases of the jobs in `running`, to hand back if they are cut off.
+        let mut in_flight: Vec<Leased> = Vec::new();
         let mut next_launch = tokio::time::Instant::now();
         let mut launching = true;
         let mut room_at: Option<tokio::time::Instant> = None;
         let mut failure = None;
+        // When the jobs in flight are cut off: set once stopping, with `cut_after`.
+        let mut cut_at: Option<tokio::time::Instant> = None;
         loop {
+            if cut_at.is_none()
+                && self.hooks.stopping()
+                && let Some(grace) = self.hooks.cut_after
+            {
+                cut_at = Some(tokio::time::Instant::now() + grace);
+            }
             let room = launching && running.len() < depth && waiting.len() > 0;
             if room && (!work_until.allows(MIN_CALL_WINDOW) || self.hooks.stopping()) {
                 launching = false;
@@ -390,6 +422,7 @@ impl Drainer<'_> {
             let now = tokio::time::Instant::now();
             if room && (running.is_empty() || now >= next_launch) {
                 if let Some(leased) = waiting.next() {
+                    in_flight.push(leased.clone());
                     running.push(self.work(leased, work_until));
                     next_launch = now + self.cfg.time_per_job;
                 }
@@ -398,8 +431,10 @@ impl Drainer<'_> {
             if running.is_empty() {
                 break;
             }
+            let watch_stop = cut_at.is_none() && self.hooks.cut_after.is_some();
             tokio::select! {
                 Some(job) = running.next() => {
+                    in_flight.retain(|l| l.id != job.id);
                     report.succeeded += job.tally.succeeded;
                     report.failed += job.tally.failed;
                     report.dead_lettered += job.tally.dead_lettered;
@@ -417,6 +452,18 @@ impl Drainer<'_> {
                     }
                 }
                 () = tokio::time::sleep_until(next_launch), if room => {}
+                () = self.hooks.stopped(), if watch_stop => {}
+                () = sleep_until_some(cut_at) => {
+                    // Dropping the futures cancels the jobs where they are; an entry one of
+                    // them settled already is no longer ours, and its release is refused.
+                    running = FuturesUnordered::new();
+                    tracing::warn!(jobs = in_flight.len(), "drainer: stopping; jobs in flight cut off, their entries handed back");
+                    for leased in std::mem::take(&mut in_flight) {
+                        if let Err(e) = self.skip(&leased, report).await {
+                            tracing::warn!(error = %e, "drainer: entry not released; it comes back when its lease ends");
+                        }
+                    }
+                }
             }
         }
         for leased in waiting {
@@ -450,6 +497,7 @@ impl Drainer<'_> {
         let mut tally = PassReport::default();
         let settled = self.settle(&leased, outcome, &mut tally).instrument(span).await;
         Worked {
+            id: leased.id.clone(),
             tally,
             not_started,
             ended,

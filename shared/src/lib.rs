@@ -26,6 +26,7 @@
 //! - [`drainer`]: [`Drainer`](drainer::Drainer), passes over the retry queue under the single-runner lock.
 //! - [`deadline`]: [`Deadline`], so nothing starts that cannot finish in the invocation.
 //! - [`history`]: [`RedisHistory`](history::RedisHistory), the capped stream of sanitized failures.
+//! - [`lambda`]: being run by Lambda: a failed cold start reported to `init/error`, the graceful shutdown on SIGTERM.
 //! - [`law`]: [`LawClient`], the law.go.kr DRF client, its typed replies and errors.
 //! - [`lock`]: [`RunnerLock`](lock::RunnerLock), the single-runner lock (token-checked release).
 //! - [`lua`]: every Lua script, assembled from `shared/lua/` with its includes and named keys.
@@ -47,6 +48,7 @@ pub mod drainer;
 pub mod gate;
 pub mod history;
 pub mod keys;
+pub mod lambda;
 pub mod law;
 #[cfg(feature = "cli")]
 pub mod local;

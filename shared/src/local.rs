@@ -235,6 +235,7 @@ pub async fn run(
                 let hooks = crate::drainer::DrainHooks {
                     on_pass: Some(&on_pass),
                     stop: Some(&run_stop),
+                    cut_after: None,
                 };
                 let started = std::time::Instant::now();
                 let run = deps.drain_with(&*alerts, Deadline::after(timeout), None, hooks);

@@ -205,6 +205,14 @@ pub const ALERT_TIMEOUT: Duration = Duration::from_secs(5);
 /// paces, 2.1 s, and a reply takes well under a second) before dropping them; past it, the
 /// leases and the lock expire on their own, as after a crash.
 pub const LOCAL_STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a function, sent SIGTERM by Lambda, waits for its runs to hand back the lock
+/// and their unstarted work before it exits: Lambda gives a runtime with an internal
+/// extension 500 ms before SIGKILL; 100 ms of it are left for the last log lines.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
+/// Of [`SHUTDOWN_GRACE`], how long a drainer's jobs in flight may take to finish before they
+/// are cut off and their entries handed back; the rest is for the releases (a Redis round
+/// trip each, under the 250 ms response timeout) and the lock.
+pub const SHUTDOWN_JOB_GRACE: Duration = Duration::from_millis(150);
 
 // ---------------------------------------------------------------- the mirror
 

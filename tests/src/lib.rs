@@ -11,6 +11,8 @@
 //! - [`mirror`]: a whole mirror driven by hand (look-alike, Redis, SQS and S3 on moto,
 //!   the handlers fed the queues' messages, duplicates on demand), and the JSON Schemas of
 //!   `docs/schema/` to validate what it stored.
+//! - [`runtime_api`]: a Lambda Runtime API (and the Extensions API's registration) on
+//!   loopback, and the functions' deployed `bootstrap` binaries run under it.
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
 //! - [`idle`]: idle-while-due, the seconds the key sat unused while work waited for it,
 //!   from call starts and samples of "work is due" (the demo and the benchmarks report it).
@@ -32,6 +34,7 @@ pub mod idle;
 pub mod leaks;
 pub mod lookalike;
 pub mod mirror;
+pub mod runtime_api;
 pub mod servers;
 pub mod timeline;
 pub mod upstream;

@@ -376,6 +376,11 @@ impl LawsyncEnv {
         self.vars.retain(|(k, _)| k != name);
     }
 
+    /// Every variable, in the order set.
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.vars
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }

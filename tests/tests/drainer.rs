@@ -316,6 +316,7 @@ async fn a_stop_signal_ends_the_run_at_the_next_job_and_frees_the_lock() {
         hooks: lawsync::drainer::DrainHooks {
             on_pass: None,
             stop: Some(&rx),
+            cut_after: None,
         },
     };
     let stopper = async {

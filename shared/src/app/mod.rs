@@ -36,6 +36,8 @@ pub struct Deps {
     pub runs: crate::mirror::runs::Runs,
     /// Told of every precedent stored (the functions' metrics).
     pub mirror_observer: Option<Arc<dyn crate::mirror::MirrorObserver>>,
+    /// Lambda's shutdown signal, when the functions run under it ([`Deps::with_shutdown`]).
+    pub shutdown: Option<crate::lambda::Shutdown>,
 }
 
 /// Why a cold start failed. Names what to fix; never a secret.
@@ -45,7 +47,7 @@ pub enum StartupError {
     Config(#[from] crate::config::ConfigError),
     #[error("secret: {0}")]
     Secret(#[from] crate::secrets::SecretError),
-    #[error("Redis: {0}")]
+    #[error("Redis (REDIS_URL): {0}")]
     Redis(#[from] crate::redis_conn::RedisFailure),
     #[error("law.go.kr client: {0}")]
     Client(#[from] crate::law::LawError),
@@ -111,6 +113,7 @@ impl Deps {
             held: crate::mirror::held::HeldIndex::new(redis.clone(), &ns, docs.clone()),
             runs: crate::mirror::runs::Runs::new(redis, &ns),
             mirror_observer: None,
+            shutdown: None,
             cfg,
             law,
             queue,
@@ -118,6 +121,13 @@ impl Deps {
             outbox,
             ns,
         }
+    }
+
+    /// The same dependencies, with every drainer run (scheduled or inline) stopped by
+    /// `shutdown`'s signal and counted as busy while it runs (see [`crate::lambda`]).
+    pub fn with_shutdown(mut self, shutdown: crate::lambda::Shutdown) -> Self {
+        self.shutdown = Some(shutdown);
+        self
     }
 
     /// The same dependencies, telling `observer` of every precedent stored and run
@@ -223,6 +233,21 @@ impl Deps {
         scheduled: bool,
         hooks: crate::drainer::DrainHooks<'_>,
     ) -> Result<crate::drainer::DrainReport, crate::redis_conn::RedisFailure> {
+        // Under Lambda, SIGTERM stops the run (unless the caller brought a stop of its own),
+        // and the shutdown waits for it while it runs.
+        let _busy = self.shutdown.as_ref().map(|s| s.busy());
+        let shutdown = self.shutdown.as_ref().filter(|_| hooks.stop.is_none());
+        if shutdown.is_some_and(|s| s.stopping()) {
+            // Shutting down: no run starts.
+            return Ok(crate::drainer::DrainReport::Ran { passes: Vec::new() });
+        }
+        let hooks = crate::drainer::DrainHooks {
+            on_pass: hooks.on_pass,
+            stop: hooks.stop.or(shutdown.map(|s| s.receiver())),
+            cut_after: hooks
+                .cut_after
+                .or(shutdown.map(|_| crate::policy::SHUTDOWN_JOB_GRACE)),
+        };
         let lock = crate::lock::RunnerLock::new(self.queue.connection().clone(), self.ns.drainer_lock());
         let handler = JobsHandler(self);
         let drainer = crate::drainer::Drainer {

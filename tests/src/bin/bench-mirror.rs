@@ -300,6 +300,7 @@ async fn drainer(rig: Arc<MirrorRig>, ctl: Arc<Ctl>, every: Duration) {
                 lawsync::drainer::DrainHooks {
                     on_pass: None,
                     stop: Some(&stop),
+                    cut_after: None,
                 },
             )
             .await;
