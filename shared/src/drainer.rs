@@ -155,8 +155,6 @@ struct PassEnd {
 
 /// One job's part of a pass.
 struct Worked {
-    /// Its entry's id.
-    id: String,
     /// Its counts (succeeded, failed, dead-lettered or skipped).
     tally: PassReport,
     /// `Some(room_in)` when it was not started ([`Outcome::NotStarted`]); `room_in` is
@@ -188,9 +186,11 @@ pub struct DrainHooks<'a> {
     /// and settle, the jobs not yet started go back unchanged, the sleep between passes is
     /// cut short, and the lock is released.
     pub stop: Option<&'a tokio::sync::watch::Receiver<bool>>,
-    /// Once stopping, how long the jobs in flight may take to finish; past it they are
-    /// dropped where they are and their entries released unchanged (a call cut off after
-    /// its grant has spent that slot). `None`: they always finish. Lambda's shutdown
+    /// Once stopping, how long a job's handler may take to return; past it the handler is
+    /// dropped where it is and its entry released unchanged (a call cut off after its
+    /// grant has spent that slot, and a reservation cut off at the gate leaves its slot
+    /// unused). A handler that has returned is always settled, and a dead letter always
+    /// buried: only the handler is cut. `None`: handlers always finish. Lambda's shutdown
     /// leaves a runtime half a second, so the functions set it; the local runtime does not.
     pub cut_after: Option<Duration>,
 }
@@ -210,6 +210,17 @@ impl DrainHooks<'_> {
         self.stop.is_some_and(|s| *s.borrow())
     }
 
+    /// Resolves `cut_after` after stopping; never without both.
+    async fn cut_off(&self) {
+        match self.cut_after {
+            Some(grace) => {
+                self.stopped().await;
+                tokio::time::sleep(grace).await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
     /// Resolves once stopping; never without a stop signal.
     async fn stopped(&self) {
         match self.stop {
@@ -221,14 +232,6 @@ impl DrainHooks<'_> {
             }
             None => std::future::pending().await,
         }
-    }
-}
-
-/// Sleeps until `at`; never when `None`.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -246,6 +249,9 @@ impl Drainer<'_> {
     pub async fn run(&self, deadline: Deadline) -> Result<DrainReport, RedisFailure> {
         let start = Instant::now();
         let hold = |d: Deadline| d.usable().map_or(DEFAULT_LEASE, |left| left + LEASE_MARGIN);
+        if self.hooks.stopping() {
+            return Ok(DrainReport::Ran { passes: Vec::new() });
+        }
         let Some(held) = self.lock.try_acquire(hold(deadline)).await? else {
             tracing::info!("drainer: another drainer holds the lock; nothing to do");
             return Ok(DrainReport::Busy);
@@ -359,7 +365,9 @@ impl Drainer<'_> {
             .unwrap_or(lease)
             .saturating_sub(MIN_CALL_WINDOW);
         let batch = (budget.as_millis() / self.cfg.time_per_job.as_millis().max(1)) as usize;
-        if batch > 0 {
+        // A stop seen before the claim claims nothing (rather than claim a batch and hand
+        // every entry back one by one).
+        if batch > 0 && !self.hooks.stopping() {
             let claim = self.queue.claim(batch.min(MAX_CLAIM_BATCH), lease).await?;
             report.claimed = claim.entries.len() as u32;
             report.reclaimed = claim.reclaimed;
@@ -373,7 +381,17 @@ impl Drainer<'_> {
             return Ok(PassEnd { report, room_at });
         }
         if self.cfg.send_alerts {
-            report.alert_delivered = self.flush_alerts(deadline).await?;
+            // A delivery cut off by a stop leaves its alerts pending: they are marked
+            // delivered only after the send succeeds.
+            let flush = self.flush_alerts(deadline);
+            report.alert_delivered = if self.hooks.cut_after.is_some() {
+                tokio::select! {
+                    r = flush => r?,
+                    () = self.hooks.stopped() => None,
+                }
+            } else {
+                flush.await?
+            };
         }
         let alerts = self.cfg.send_alerts.then_some(self.alerts);
         self.handler.after_pass(alerts, deadline).await;
@@ -399,21 +417,11 @@ impl Drainer<'_> {
         let depth = drain_jobs_in_flight(self.cfg.time_per_job);
         let mut waiting = entries.into_iter();
         let mut running = FuturesUnordered::new();
-        // The leases of the jobs in `running`, to hand back if they are cut off.
-        let mut in_flight: Vec<Leased> = Vec::new();
         let mut next_launch = tokio::time::Instant::now();
         let mut launching = true;
         let mut room_at: Option<tokio::time::Instant> = None;
         let mut failure = None;
-        // When the jobs in flight are cut off: set once stopping, with `cut_after`.
-        let mut cut_at: Option<tokio::time::Instant> = None;
         loop {
-            if cut_at.is_none()
-                && self.hooks.stopping()
-                && let Some(grace) = self.hooks.cut_after
-            {
-                cut_at = Some(tokio::time::Instant::now() + grace);
-            }
             let room = launching && running.len() < depth && waiting.len() > 0;
             if room && (!work_until.allows(MIN_CALL_WINDOW) || self.hooks.stopping()) {
                 launching = false;
@@ -422,7 +430,6 @@ impl Drainer<'_> {
             let now = tokio::time::Instant::now();
             if room && (running.is_empty() || now >= next_launch) {
                 if let Some(leased) = waiting.next() {
-                    in_flight.push(leased.clone());
                     running.push(self.work(leased, work_until));
                     next_launch = now + self.cfg.time_per_job;
                 }
@@ -431,10 +438,8 @@ impl Drainer<'_> {
             if running.is_empty() {
                 break;
             }
-            let watch_stop = cut_at.is_none() && self.hooks.cut_after.is_some();
             tokio::select! {
                 Some(job) = running.next() => {
-                    in_flight.retain(|l| l.id != job.id);
                     report.succeeded += job.tally.succeeded;
                     report.failed += job.tally.failed;
                     report.dead_lettered += job.tally.dead_lettered;
@@ -452,18 +457,9 @@ impl Drainer<'_> {
                     }
                 }
                 () = tokio::time::sleep_until(next_launch), if room => {}
-                () = self.hooks.stopped(), if watch_stop => {}
-                () = sleep_until_some(cut_at) => {
-                    // Dropping the futures cancels the jobs where they are; an entry one of
-                    // them settled already is no longer ours, and its release is refused.
-                    running = FuturesUnordered::new();
-                    tracing::warn!(jobs = in_flight.len(), "drainer: stopping; jobs in flight cut off, their entries handed back");
-                    for leased in std::mem::take(&mut in_flight) {
-                        if let Err(e) = self.skip(&leased, report).await {
-                            tracing::warn!(error = %e, "drainer: entry not released; it comes back when its lease ends");
-                        }
-                    }
-                }
+                // A stop seen while waiting: the loop stops launching at once, not at
+                // the next launch or job end.
+                () = self.hooks.stopped(), if launching => {}
             }
         }
         for leased in waiting {
@@ -484,11 +480,26 @@ impl Drainer<'_> {
     /// One job: handled, then its entry settled.
     async fn work(&self, leased: Leased, work_until: Deadline) -> Worked {
         let span = tracing::info_span!("drainer.job", id = %leased.id, retry_count = leased.retry_count);
-        let outcome = self
+        let handled = self
             .handler
             .handle(&leased.job, work_until)
-            .instrument(span.clone())
-            .await;
+            .instrument(span.clone());
+        let outcome = tokio::select! {
+            outcome = handled => outcome,
+            () = self.hooks.cut_off() => {
+                let _e = span.enter();
+                tracing::warn!("drainer: stopping; the job in flight is cut off and its entry handed back");
+                let mut tally = PassReport::default();
+                // Counted only when the entry was still ours to hand back.
+                let settled = self.queue.release(&leased).await.map(|ours| tally.skipped += u32::from(ours));
+                return Worked {
+                    tally,
+                    not_started: None,
+                    ended: tokio::time::Instant::now(),
+                    settled,
+                };
+            }
+        };
         let ended = tokio::time::Instant::now();
         let not_started = match outcome {
             Outcome::NotStarted { retry_in, room_known } => Some(retry_in.filter(|_| room_known)),
@@ -497,7 +508,6 @@ impl Drainer<'_> {
         let mut tally = PassReport::default();
         let settled = self.settle(&leased, outcome, &mut tally).instrument(span).await;
         Worked {
-            id: leased.id.clone(),
             tally,
             not_started,
             ended,

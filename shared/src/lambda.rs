@@ -7,10 +7,12 @@
 //! extension is registered; [`Shutdown::install`] registers an internal one that subscribes
 //! to no events (as `lambda_runtime`'s own helper does), and on SIGTERM (or SIGINT) sets the
 //! stop signal the drainer reads ([`crate::drainer::DrainHooks::stop`]): no new job starts,
-//! the jobs not started go back to the queue unchanged, the single-runner lock is released.
-//! The process waits up to [`SHUTDOWN_GRACE`] for the runs in progress to end, then exits.
-//! A job still in flight then is cut off: its lease ends [`crate::policy::LEASE_MARGIN`]
-//! after the invocation's deadline and its entry comes back, as after a crash.
+//! the jobs not started go back to the queue unchanged, a job whose handler has not returned
+//! [`crate::policy::SHUTDOWN_JOB_GRACE`] later is cut off and its entry handed back too, and
+//! the single-runner lock is released. The process waits up to [`SHUTDOWN_GRACE`] for the
+//! runs and invocations in progress to end, then exits. What is still held then (a Redis
+//! slower than the grace) expires on its own: a lease [`crate::policy::LEASE_MARGIN`] after
+//! the invocation's deadline, as after a crash.
 //!
 //! Nothing here prints a secret: errors are the [`crate::app::StartupError`] texts, which
 //! name variables, never values.
@@ -285,40 +287,36 @@ impl Shutdown {
     /// `AWS_LAMBDA_RUNTIME_API`) only the signal task is spawned.
     pub async fn install(&self) -> Result<(), RuntimeApiError> {
         use tokio::signal::unix::{SignalKind, signal};
+        // Registered first: once tokio has taken a signal over, dropping its handler does not
+        // give it back, so a failed registration must leave SIGTERM's default alone.
+        if let Some(api) = runtime_api() {
+            let id = register_extension(&api).await?;
+            // The extension subscribes to nothing; its event/next answers only at shutdown.
+            tokio::spawn(async move {
+                let next = call(
+                    &api,
+                    "GET",
+                    "/2020-01-01/extension/event/next",
+                    &[("lambda-extension-identifier", &id)],
+                    Vec::new(),
+                    &[],
+                )
+                .await;
+                match next {
+                    Ok((200, _, _)) => tracing::debug!("extension: shutdown event received"),
+                    Ok((s, _, _)) => {
+                        tracing::debug!(status = s, "extension: event/next answered; stopped polling")
+                    }
+                    Err(e) => tracing::debug!(error = %e, "extension: event/next failed; stopped polling"),
+                }
+            });
+        }
         let signal_err = |e: std::io::Error| RuntimeApiError {
             what: "signal handler",
             reason: e.kind().to_string(),
         };
         let mut term = signal(SignalKind::terminate()).map_err(signal_err)?;
         let mut int = signal(SignalKind::interrupt()).map_err(signal_err)?;
-        if let Some(api) = runtime_api() {
-            let id = register_extension(&api).await?;
-            // The extension subscribes to nothing; its event/next answers only at shutdown.
-            tokio::spawn(async move {
-                loop {
-                    let next = call(
-                        &api,
-                        "GET",
-                        "/2020-01-01/extension/event/next",
-                        &[("lambda-extension-identifier", &id)],
-                        Vec::new(),
-                        &[],
-                    )
-                    .await;
-                    match next {
-                        Ok((200, _, _)) => {}
-                        Ok((s, _, _)) => {
-                            tracing::debug!(status = s, "extension: event/next answered; stopped polling");
-                            return;
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "extension: event/next failed; stopped polling");
-                            return;
-                        }
-                    }
-                }
-            });
-        }
         let this = self.clone();
         tokio::spawn(async move {
             let which = tokio::select! {

@@ -492,7 +492,10 @@ async fn sigterm_mid_drain_hands_back_the_lock_and_the_leases() {
     let took = signalled.elapsed();
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_millis(1500), "took {took:?} to shut down");
-    eprintln!("drainer: SIGTERM with {} leases held; exited in {took:?}", before.in_flight);
+    eprintln!(
+        "drainer: SIGTERM with {} leases held; exited in {took:?}",
+        before.in_flight
+    );
     let after = queue.stats().await.expect("stats");
     assert_eq!(
         after.in_flight, 0,

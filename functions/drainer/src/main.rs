@@ -21,6 +21,8 @@ async fn main() -> ExitCode {
     // The scheduled event's content carries nothing the drainer needs.
     let run = lambda_runtime::run(service_fn(
         move |event: LambdaEvent<serde_json::Value>| async move {
+            // A SIGTERM waits (within its grace) for the invocation to write its metrics line.
+            let _busy = deps.shutdown.as_ref().map(lawsync::lambda::Shutdown::busy);
             let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());
             let report = deps.drain(alerts, deadline, None).await;
             // The queue as the run left it, for the depth and dead-letter alarms.

@@ -17,6 +17,8 @@ async fn main() -> ExitCode {
     };
     let (deps, metrics) = (&started.deps, &started.metrics);
     let run = lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        // A SIGTERM waits (within its grace) for the invocation to write its metrics line.
+        let _busy = deps.shutdown.as_ref().map(lawsync::lambda::Shutdown::busy);
         let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());
         let (response, summary): (SqsBatchResponse, _) =
             handle_batch(deps, MessageKind::Search, event.payload, deadline).await;
