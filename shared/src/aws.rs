@@ -26,6 +26,10 @@ pub fn uses_aws(cfg: &crate::config::Config) -> bool {
         || cfg.detail_queue_url.is_some()
         || matches!(cfg.law.oc, OcSource::SecretArn(_))
         || matches!(cfg.slack_webhook, Some(SlackSource::SecretArn(_)))
+        || matches!(
+            cfg.redis.auth,
+            crate::config::RedisAuth::SecretArn { .. } | crate::config::RedisAuth::Iam { .. }
+        )
 }
 
 /// An AWS SDK error reduced to its service error code (or a fixed kind): the full

@@ -195,6 +195,7 @@ fn startup_status(e: &StartupError) -> ExitStatus {
         // The client and the alert sink refuse only what their configuration says.
         StartupError::Config(_)
         | StartupError::Secret(_)
+        | StartupError::RedisAuth(_)
         | StartupError::Client(_)
         | StartupError::Alerts(_) => ExitStatus::Config,
     }
@@ -204,7 +205,9 @@ pub(crate) fn store_status(e: &RedisFailure) -> ExitStatus {
     match e {
         RedisFailure::Unreachable(_) | RedisFailure::Timeout => ExitStatus::Unavailable,
         // It says which setting decides: REDIS_CLUSTER.
-        RedisFailure::ModeUnknown(_) => ExitStatus::Config,
+        // They name the variable to fix: REDIS_CLUSTER, REDIS_CA_FILE, REDIS_URL's scheme,
+        // the credentials.
+        RedisFailure::ModeUnknown(_) | RedisFailure::Tls(_) | RedisFailure::Auth(_) => ExitStatus::Config,
         RedisFailure::Server(_)
         | RedisFailure::Protocol(_)
         | RedisFailure::Corrupt(_)
@@ -702,7 +705,10 @@ async fn redis_only() -> Result<(Config, RedisConn, Namespace), CliError> {
             env(k)
         }
     })?;
-    let conn = RedisConn::connect(&cfg.redis).await?;
+    let sdk = crate::aws::sdk_config(&cfg).await;
+    let conn = crate::redis_auth::connect(&cfg.redis, &sdk)
+        .await
+        .map_err(StartupError::from)?;
     let ns = Namespace::new(&cfg.app_env, UPSTREAM)?;
     Ok((cfg, conn, ns))
 }

@@ -93,6 +93,30 @@ pub enum RedisMode {
     Cluster,
 }
 
+/// How lawsync authenticates to Redis, beyond what `REDIS_URL` itself carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisAuth {
+    /// Only what the URL carries (`rediss://user:password@host`), or nothing.
+    Url,
+    /// An ACL user (`REDIS_USERNAME`, else Redis' `default` user) whose password is kept in
+    /// Secrets Manager (`REDIS_AUTH_SECRET_ARN`), fetched once per cold start.
+    SecretArn { username: Option<String>, arn: String },
+    /// An ACL user and a password given directly; for tools and tests (the environment
+    /// carries a password in `REDIS_URL` or in Secrets Manager).
+    Password {
+        username: Option<String>,
+        password: Secret,
+    },
+    /// ElastiCache IAM authentication: a SigV4 token for `user_id` on `cache_name`, signed
+    /// with the function's own credentials and renewed before it lapses
+    /// (`REDIS_IAM_CACHE_NAME`, `REDIS_USERNAME`, `REDIS_IAM_SERVERLESS`).
+    Iam {
+        user_id: String,
+        cache_name: String,
+        serverless: bool,
+    },
+}
+
 /// Settings of the Redis connection.
 #[derive(Clone)]
 pub struct RedisConfig {
@@ -102,6 +126,10 @@ pub struct RedisConfig {
     pub mode: RedisMode,
     pub connect_timeout: Duration,
     pub response_timeout: Duration,
+    /// `REDIS_CA_FILE`: PEM certificates of the CAs a `rediss://` server's certificate must
+    /// chain to, in place of the system's roots. Host names are always verified.
+    pub ca_file: Option<PathBuf>,
+    pub auth: RedisAuth,
 }
 
 impl std::fmt::Debug for RedisConfig {
@@ -111,6 +139,8 @@ impl std::fmt::Debug for RedisConfig {
             .field("mode", &self.mode)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("ca_file", &self.ca_file)
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -123,8 +153,125 @@ impl RedisConfig {
             mode: RedisMode::Auto,
             connect_timeout: policy::DEFAULT_REDIS_CONNECT_TIMEOUT,
             response_timeout: policy::DEFAULT_REDIS_RESPONSE_TIMEOUT,
+            ca_file: None,
+            auth: RedisAuth::Url,
         })
     }
+
+    /// True when the URLs ask for TLS (`rediss://`).
+    pub fn tls(&self) -> bool {
+        self.urls.iter().any(|u| u.expose().starts_with("rediss://"))
+    }
+
+    /// True when a URL carries a password of its own.
+    fn url_has_password(&self) -> bool {
+        self.urls
+            .iter()
+            .any(|u| Url::parse(u.expose()).is_ok_and(|u| u.password().is_some()))
+    }
+}
+
+/// Reads the Redis TLS and authentication variables, checking that they fit together and
+/// fit `REDIS_URL`.
+fn redis_security(env: &Env<'_>, redis: &mut RedisConfig) -> Result<(), ConfigError> {
+    if let Some(path) = env.get("REDIS_CA_FILE") {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            return Err(bad(
+                "REDIS_CA_FILE",
+                format!("no readable file at {}", path.display()),
+            ));
+        }
+        if !redis.tls() {
+            return Err(bad(
+                "REDIS_CA_FILE",
+                "is set but REDIS_URL is plain redis://: use rediss:// for TLS, or unset REDIS_CA_FILE",
+            ));
+        }
+        redis.ca_file = Some(path);
+    }
+    let username = match env.get("REDIS_USERNAME") {
+        None => None,
+        Some(u) if u.len() <= 128 && u.chars().all(|c| c.is_ascii_graphic()) => Some(u),
+        Some(_) => {
+            return Err(bad(
+                "REDIS_USERNAME",
+                "must be 1-128 printable ASCII characters without spaces",
+            ));
+        }
+    };
+    let arn = env.get("REDIS_AUTH_SECRET_ARN");
+    let cache = env.get("REDIS_IAM_CACHE_NAME");
+    let serverless = match env.get("REDIS_IAM_SERVERLESS").as_deref() {
+        None | Some("true" | "1" | "yes") => true,
+        Some("false" | "0" | "no") => false,
+        Some(other) => {
+            return Err(bad(
+                "REDIS_IAM_SERVERLESS",
+                format!(
+                    "must be true (an ElastiCache Serverless cache) or false (a node-based replication group), got {other:?}"
+                ),
+            ));
+        }
+    };
+    let in_url = redis.url_has_password();
+    redis.auth = match (arn, cache) {
+        (Some(_), Some(_)) => {
+            return Err(bad(
+                "REDIS_AUTH_SECRET_ARN",
+                "and REDIS_IAM_CACHE_NAME are both set: pick one way to authenticate to Redis",
+            ));
+        }
+        (Some(_), None) | (None, Some(_)) if in_url => {
+            return Err(bad(
+                "REDIS_URL",
+                "carries a password while REDIS_AUTH_SECRET_ARN or REDIS_IAM_CACHE_NAME names another: keep one",
+            ));
+        }
+        (Some(arn), None) => RedisAuth::SecretArn {
+            username,
+            arn: parse_arn("REDIS_AUTH_SECRET_ARN", &arn)?,
+        },
+        (None, Some(cache)) => {
+            let ok = (1..=40).contains(&cache.len())
+                && cache
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+            if !ok {
+                return Err(bad(
+                    "REDIS_IAM_CACHE_NAME",
+                    format!(
+                        "must be an ElastiCache cache or replication group name (1-40 of a-z 0-9 -), got {cache:?}"
+                    ),
+                ));
+            }
+            let Some(user_id) = username else {
+                return Err(bad(
+                    "REDIS_USERNAME",
+                    "missing: IAM authentication (REDIS_IAM_CACHE_NAME) signs a token for an ElastiCache user; set REDIS_USERNAME to its user id",
+                ));
+            };
+            if !redis.tls() {
+                return Err(bad(
+                    "REDIS_URL",
+                    "must be rediss:// with IAM authentication (ElastiCache accepts IAM tokens over TLS only)",
+                ));
+            }
+            RedisAuth::Iam {
+                user_id,
+                cache_name: cache,
+                serverless,
+            }
+        }
+        (None, None) if username.is_some() => {
+            return Err(bad(
+                "REDIS_USERNAME",
+                "is set without a password: set REDIS_AUTH_SECRET_ARN (an ACL password) or REDIS_IAM_CACHE_NAME (IAM), or put the user in REDIS_URL",
+            ));
+        }
+        (None, None) => RedisAuth::Url,
+    };
+    Ok(())
 }
 
 /// Where documents go.
@@ -272,7 +419,7 @@ impl Config {
                 "must be at most 900000 (a Lambda's 15 minutes)",
             ));
         }
-        let redis = RedisConfig {
+        let mut redis = RedisConfig {
             urls: parse_redis_urls(
                 env.get("REDIS_URL")
                     .as_deref()
@@ -294,7 +441,10 @@ impl Config {
                 "REDIS_RESPONSE_TIMEOUT_MS",
                 policy::DEFAULT_REDIS_RESPONSE_TIMEOUT,
             )?,
+            ca_file: None,
+            auth: RedisAuth::Url,
         };
+        redis_security(&env, &mut redis)?;
         let documents = match (env.get("DOCUMENT_BUCKET"), env.get("DOCUMENT_DIR")) {
             (Some(b), _) => DocumentStoreConfig::Bucket(parse_bucket(&b)?),
             (None, dir) => DocumentStoreConfig::Dir(PathBuf::from(dir.as_deref().unwrap_or("documents"))),

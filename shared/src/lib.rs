@@ -60,6 +60,7 @@ pub mod mirror;
 pub mod policy;
 pub mod probe;
 pub mod queue;
+pub mod redis_auth;
 pub mod redis_conn;
 pub mod secret;
 pub mod secrets;

@@ -119,6 +119,17 @@ pub const DEFAULT_REDIS_RESPONSE_TIMEOUT: Duration = Duration::from_millis(250);
 /// Reconnect attempts after the first: one, so a dropped idle connection heals silently
 /// but a dead Redis is reported after about two connect timeouts.
 pub const REDIS_CONNECT_RETRIES: usize = 1;
+/// How long an ElastiCache IAM token is valid: ElastiCache's own maximum, 15 minutes.
+/// A token is only checked when a connection authenticates.
+pub const IAM_TOKEN_LIFETIME: Duration = Duration::from_secs(900);
+/// How often every live connection is sent a fresh IAM token: well inside a token's 15
+/// minutes (so a token in hand is never stale) and far inside the 12 hours after which
+/// ElastiCache closes a connection that was never re-authenticated. One `AUTH` per
+/// connection per ten minutes.
+pub const IAM_TOKEN_RENEW: Duration = Duration::from_secs(600);
+/// How long a failed connect may spend telling a TLS mismatch (TLS to a plain port, or the
+/// reverse) from a dead server: one small exchange with the server, bounded like a connect.
+pub const REDIS_TLS_PROBE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Failures before a retry-queue entry becomes a dead letter (the seed's 30).
 pub const DEFAULT_RETRY_MAX_ATTEMPTS: u32 = 30;

@@ -35,7 +35,7 @@ pub async fn resolve_slack(source: &SlackSource, sdk: &aws_config::SdkConfig) ->
     }
 }
 
-async fn fetch(
+pub(crate) async fn fetch(
     sdk: &aws_config::SdkConfig,
     arn: &str,
     var: &'static str,

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lawsync::config::{RedisConfig, RedisMode};
+use lawsync::config::{RedisAuth, RedisConfig, RedisMode};
 use lawsync::{Namespace, RedisConn};
 
 /// Which server a test runs against.
@@ -11,30 +11,58 @@ use lawsync::{Namespace, RedisConn};
 pub enum Topology {
     Standalone,
     Cluster,
+    /// The cluster as ElastiCache Serverless presents itself: TLS only (a CA of the test
+    /// setup's own, host names verified), an ACL user with a password, a replica per
+    /// primary.
+    SecureCluster,
+}
+
+/// The environment variable `make test` sets, or a panic naming the fix.
+pub fn test_var(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: run the tests with `make test`, or start the servers with `scripts/test-redis.sh up` and export what it prints")
+    })
 }
 
 impl Topology {
-    /// Both, for tests that must hold on either.
+    /// The two plain servers, for tests that must hold on either.
     pub const ALL: [Topology; 2] = [Topology::Standalone, Topology::Cluster];
+    /// The plain servers and the secure cluster: for the suites that hold the gate's and
+    /// the queue's promises (the Lua contracts, the gate, the queue), which must hold on
+    /// what AWS runs too.
+    pub const EVERY: [Topology; 3] = [Topology::Standalone, Topology::Cluster, Topology::SecureCluster];
 
     /// The URL from the environment `make test` sets; panics with the fix when unset.
     pub fn url(self) -> String {
-        let var = match self {
+        test_var(match self {
             Topology::Standalone => "LAWSYNC_TEST_REDIS_URL",
             Topology::Cluster => "LAWSYNC_TEST_CLUSTER_URL",
-        };
-        std::env::var(var).unwrap_or_else(|_| {
-            panic!("{var} is not set: run the tests with `make test`, or start the servers with `scripts/test-redis.sh up` and export what it prints")
+            Topology::SecureCluster => "LAWSYNC_TEST_SECURE_URL",
         })
+    }
+
+    /// The configuration lawsync would be given for this server: for the secure cluster,
+    /// its CA file and ACL user and password.
+    pub fn config(self) -> RedisConfig {
+        let mut cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
+        if self == Topology::SecureCluster {
+            cfg.ca_file = Some(test_var("LAWSYNC_TEST_SECURE_CA").into());
+            cfg.auth = RedisAuth::Password {
+                username: Some(test_var("LAWSYNC_TEST_SECURE_USER")),
+                password: lawsync::Secret::new(test_var("LAWSYNC_TEST_SECURE_PASSWORD")),
+            };
+        }
+        cfg
     }
 
     /// A connection in the mode this topology needs (auto-detected, as in production).
     pub async fn connect(self) -> RedisConn {
-        let cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
-        let conn = RedisConn::connect(&cfg).await.expect("test Redis answers");
+        let conn = RedisConn::connect(&self.config())
+            .await
+            .expect("test Redis answers");
         assert_eq!(
             conn.is_cluster(),
-            self == Topology::Cluster,
+            self != Topology::Standalone,
             "mode detection for {self:?}"
         );
         conn
@@ -42,7 +70,7 @@ impl Topology {
 
     /// A connection forced into standalone or cluster mode.
     pub async fn connect_as(self, mode: RedisMode) -> Result<RedisConn, lawsync::RedisFailure> {
-        let mut cfg = RedisConfig::for_url(&self.url()).expect("test Redis URL is valid");
+        let mut cfg = self.config();
         cfg.mode = mode;
         RedisConn::connect(&cfg).await
     }

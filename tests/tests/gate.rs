@@ -35,7 +35,7 @@ fn assert_spaced(mut times: Vec<u64>, interval: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gates_and_many_tasks_share_one_interval() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("spacing");
         let interval = Duration::from_millis(15);
         // Two independent gates, each with its own connection, as two instances would have.
@@ -70,13 +70,13 @@ async fn two_gates_and_many_tasks_share_one_interval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separate_processes_and_local_tasks_share_one_interval() {
     let probe = env!("CARGO_BIN_EXE_gate-probe");
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let env = unique_env("procs");
         let ns = lawsync::Namespace::new(&env, "law-go-kr").expect("ns");
         let mut children = Vec::new();
         for _ in 0..2 {
             let child = tokio::process::Command::new(probe)
-                .args([topo.url(), env.clone(), "20".into(), "6".into()])
+                .args([format!("{topo:?}"), env.clone(), "20".into(), "6".into()])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .kill_on_drop(true)
@@ -125,7 +125,7 @@ async fn separate_processes_and_local_tasks_share_one_interval() {
 
 #[tokio::test]
 async fn burst_allows_back_to_back_calls_then_spaces() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("burst");
         settle_gate(&mut topo.connect().await, &ns.gate()).await;
         let gate = Gate::new(topo.connect().await, &ns, cfg(200, 3, 30_000));
@@ -153,7 +153,7 @@ async fn burst_allows_back_to_back_calls_then_spaces() {
 
 #[tokio::test]
 async fn defer_never_shortens_a_cooldown() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let gate = Gate::new(topo.connect().await, &unique_ns("defer"), cfg(100, 1, 30_000));
         let long = gate.defer(Duration::from_secs(20)).await.expect("defer");
         let short = gate.defer(Duration::from_millis(200)).await.expect("defer");
@@ -176,7 +176,7 @@ async fn defer_never_shortens_a_cooldown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         // A wide tolerance, so that only the cooldown (never a late wake-up) can void the slot.
         let wide = GateConfig {
             tolerance: Duration::from_millis(75),
@@ -220,7 +220,7 @@ async fn cooldown_holds_back_a_caller_that_already_reserved_a_slot() {
 
 #[tokio::test]
 async fn a_wait_over_the_bound_fails_at_once_and_reserves_nothing() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("bound");
         settle_gate(&mut topo.connect().await, &ns.gate()).await;
         let gate = Gate::new(topo.connect().await, &ns, cfg(10_000, 1, 1_000));
@@ -269,7 +269,7 @@ async fn a_wait_over_the_bound_fails_at_once_and_reserves_nothing() {
 
 #[tokio::test]
 async fn a_refusal_during_cooldown_names_the_cooldown() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let gate = Gate::new(topo.connect().await, &unique_ns("coolref"), cfg(100, 1, 30_000));
         gate.defer(Duration::from_secs(60)).await.expect("defer");
         let err = gate.acquire(Deadline::NONE).await.expect_err("refused");
@@ -318,7 +318,7 @@ async fn keys_live_in_one_slot_under_the_namespace_tag() {
 
 #[tokio::test]
 async fn bad_redis_state_is_a_clear_error_and_never_a_grant() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         // A field that is not a number: the scripts refuse to guess.
         let ns = unique_ns("corrupt");

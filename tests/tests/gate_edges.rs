@@ -35,7 +35,7 @@ async fn hset(conn: &mut lawsync::RedisConn, key: &str, pairs: &[(&str, String)]
 /// production gate; another key has a gate of its own; the key never reaches Redis.
 #[tokio::test]
 async fn environments_on_one_key_share_one_gate() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let conn = topo.connect().await;
         let oc = key_of("shared");
         let (prod, staging) = (unique_ns("prod"), unique_ns("staging"));
@@ -67,7 +67,7 @@ async fn environments_on_one_key_share_one_gate() {
 /// Mid-cooldown there, the new per-key gate honours that cooldown and schedule.
 #[tokio::test]
 async fn a_roll_keeps_the_previous_releases_cooldown_and_schedule() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let ns = unique_ns("roll");
         let probe = Gate::new(conn.clone(), &unique_ns("clock"), cfg(1000, 1000));
@@ -100,7 +100,7 @@ async fn a_roll_keeps_the_previous_releases_cooldown_and_schedule() {
 /// would have been does not count.
 #[tokio::test]
 async fn a_stale_grant_is_given_back() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let ns = unique_ns("stale");
         settle_gate(&mut conn, &ns.gate()).await;
@@ -126,7 +126,7 @@ async fn a_stale_grant_is_given_back() {
 /// (by up to one pace), instead of being refused with its slot left idle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_moved_holder_waits_past_its_bound() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let ns = unique_ns("moved");
         settle_gate(&mut conn, &ns.gate()).await;

@@ -189,7 +189,7 @@ async fn granted_gate(conn: &mut Conn) -> (String, Vec<i64>) {
 
 #[tokio::test]
 async fn gate_acquire_follows_its_header() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, first) = granted_gate(&mut conn).await;
         assert_eq!(first.len(), 7);
@@ -240,7 +240,7 @@ async fn gate_acquire_follows_its_header() {
 #[tokio::test]
 async fn the_interval_is_a_floor_whoever_is_late() {
     const TOL50: i64 = 50_000;
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, _) = granted_gate(&mut conn).await;
         let acq = |held: i64, epoch: i64| {
@@ -289,7 +289,7 @@ async fn sleep_until_redis(conn: &mut Conn, key: &str, at: i64) {
 /// hands its slot back when nobody reserved after it (issue 13.3).
 #[tokio::test]
 async fn a_late_holder_starts_in_its_gap_and_a_refused_one_gives_its_slot_back() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
         let epoch = 7;
@@ -344,7 +344,7 @@ async fn a_late_holder_starts_in_its_gap_and_a_refused_one_gives_its_slot_back()
 /// interval of quiet, and a slot of the lost state is not honoured.
 #[tokio::test]
 async fn a_lost_state_opens_with_an_interval_of_quiet() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, go) = granted_gate(&mut conn).await;
         let held = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
@@ -437,7 +437,7 @@ async fn a_time_more_than_two_days_ahead_is_corrupt() {
 /// is not a hash is CORRUPT by name, not a WRONGTYPE half-way. Neither writes anything.
 #[tokio::test]
 async fn a_future_epoch_or_grant_and_a_foreign_key_are_corrupt() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
         let now = redis_now(&mut conn, &key).await;
@@ -485,7 +485,7 @@ async fn a_future_epoch_or_grant_and_a_foreign_key_are_corrupt() {
 /// sat paced at interval − tolerance) is read safely and rewritten as this one.
 #[tokio::test]
 async fn state_versions_are_checked_and_the_old_format_is_read() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
         set_state(&mut conn, &key, 0, 0, 0, 7).await;
@@ -527,7 +527,7 @@ async fn state_versions_are_checked_and_the_old_format_is_read() {
 /// gate_release gives back a start that was never sent; not once another was granted.
 #[tokio::test]
 async fn gate_release_gives_back_only_the_last_start() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, go) = granted_gate(&mut conn).await;
         let wrong_epoch: i64 = release(&mut conn, &key, &go, go[4] + 1).await;
@@ -547,7 +547,7 @@ async fn gate_release_gives_back_only_the_last_start() {
 
 #[tokio::test]
 async fn gate_defer_adopt_and_status_follow_their_headers() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, held) = granted_gate(&mut conn).await;
         let waiting = acquire(&mut conn, &key, 30 * SEC, 0, 0).await;
@@ -604,7 +604,7 @@ async fn gate_defer_adopt_and_status_follow_their_headers() {
 #[tokio::test]
 async fn with_a_burst_a_grant_is_given_back_once_and_a_cooldown_ends_without_a_burst() {
     const BURST: i64 = 3;
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let key = unique_ns("lua").gate();
         let now = redis_now(&mut conn, &key).await;
@@ -690,7 +690,7 @@ fn script_headers_name_exactly_the_slots_their_code_reads() {
 /// dead letter revived with the notes appended to its history.
 #[tokio::test]
 async fn queue_enqueue_follows_its_header() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let k = unique_ns("lua").queue();
         let job = Job::new(JobKind::Detail, "1", serde_json::json!({}));
@@ -758,7 +758,7 @@ async fn queue_enqueue_follows_its_header() {
 /// rule, not this one, and is tried again, up to five times.
 #[tokio::test]
 async fn the_readme_worked_example_holds() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let mut tries = Vec::new();
         for _ in 0..5 {

@@ -146,7 +146,7 @@ fn code<T: std::fmt::Debug>(r: redis::RedisResult<T>) -> String {
 
 #[tokio::test]
 async fn enqueue_queues_keeps_restores_and_finds_the_legacy_name() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let (status, due, id) = q.enqueue("J:1", "60000", "").await;
         assert_eq!((status, id.as_str()), (1, "J:1"), "{topo:?}: QUEUED");
@@ -185,7 +185,7 @@ async fn enqueue_queues_keeps_restores_and_finds_the_legacy_name() {
 
 #[tokio::test]
 async fn enqueue_refusals_write_nothing() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         q.enqueue("J:1", "0", "").await;
         let before = q.snapshot().await;
@@ -227,7 +227,7 @@ async fn enqueue_refusals_write_nothing() {
 
 #[tokio::test]
 async fn claim_reclaims_promotes_and_leases_oldest_first_with_fresh_tokens() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         for id in ["J:a", "J:b", "J:c"] {
             q.enqueue(id, "0", "").await;
@@ -256,7 +256,7 @@ async fn claim_reclaims_promotes_and_leases_oldest_first_with_fresh_tokens() {
 
 #[tokio::test]
 async fn claim_never_leases_twice_and_names_a_lost_job() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         q.enqueue("J:live", "0", "").await;
         q.enqueue("J:dead", "0", "").await;
@@ -354,7 +354,7 @@ async fn leased_one(q: &mut Q, id: &str) -> String {
 
 #[tokio::test]
 async fn settle_ends_a_lease_as_its_action_says() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let (count, errors, first, alerts) = (
             q.k.count.clone(),
@@ -419,7 +419,7 @@ async fn settle_ends_a_lease_as_its_action_says() {
 
 #[tokio::test]
 async fn settle_by_a_stale_holder_or_with_a_bad_action_changes_nothing() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let _token = leased_one(&mut q, "J:1").await;
         let before = q.snapshot().await;
@@ -444,7 +444,7 @@ async fn settle_by_a_stale_holder_or_with_a_bad_action_changes_nothing() {
 
 #[tokio::test]
 async fn bury_moves_a_live_entry_to_the_dead_and_alerts_a_dead_one_again() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let (count, alerts) = (q.k.count.clone(), q.k.alerts.clone());
         let _token = leased_one(&mut q, "J:1").await;
@@ -485,7 +485,7 @@ async fn bury_moves_a_live_entry_to_the_dead_and_alerts_a_dead_one_again() {
 /// cannot be read is replaced; a note that cannot be encoded again is dropped.
 #[tokio::test]
 async fn history_keeps_the_newest_and_never_fails_on_a_damaged_one() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let errors = q.k.errors.clone();
         let note = |m: &str| format!(r#"[{{"atMs":1,"kind":"k","message":"{m}"}}]"#);
@@ -529,7 +529,7 @@ async fn history_keeps_the_newest_and_never_fails_on_a_damaged_one() {
 
 #[tokio::test]
 async fn redrive_puts_the_dead_back_and_cleans_those_without_a_job() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let (jobs, count) = (q.k.jobs.clone(), q.k.count.clone());
         for id in ["J:1", "J:2", "J:3"] {
@@ -550,7 +550,7 @@ async fn redrive_puts_the_dead_back_and_cleans_those_without_a_job() {
 
 #[tokio::test]
 async fn stats_count_an_expired_lease_as_due_and_refuse_a_newer_state() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         q.enqueue("J:due", "0", "").await;
         q.enqueue("J:later", "60000", "").await;
@@ -573,7 +573,7 @@ async fn stats_count_an_expired_lease_as_due_and_refuse_a_newer_state() {
 
 #[tokio::test]
 async fn alerted_marks_only_what_was_read() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut q = Q::new(topo).await;
         let alerts = q.k.alerts.clone();
         q.set(&["ZADD", &alerts, "100", "J:1", "200", "J:2"]).await;
@@ -590,7 +590,7 @@ async fn alerted_marks_only_what_was_read() {
 
 #[tokio::test]
 async fn the_lock_is_extended_and_released_only_by_its_holder() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let key = unique_ns("lualock").drainer_lock();
         let lock = OneKey {

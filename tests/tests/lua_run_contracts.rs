@@ -118,7 +118,7 @@ impl Run {
 }
 
 async fn each_topology(f: impl AsyncFn(Topology)) {
-    for topo in [Topology::Standalone, Topology::Cluster] {
+    for topo in Topology::EVERY {
         f(topo).await;
     }
 }

@@ -31,7 +31,7 @@ fn note(text: &str) -> ErrorNote {
 
 #[tokio::test]
 async fn enqueue_is_idempotent_per_job() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("idem"), fast()).await;
         assert!(matches!(
             q.enqueue(&detail(1), None, note("a")).await.expect("enqueue"),
@@ -56,7 +56,7 @@ async fn enqueue_is_idempotent_per_job() {
 
 #[tokio::test]
 async fn due_entries_come_oldest_first_failure_first_and_never_early() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("order"), fast()).await;
         // P failed first but asked for a longer wait; Q failed later and is due sooner.
         q.enqueue(&detail(1), Some(Duration::from_millis(1500)), note("p"))
@@ -91,7 +91,7 @@ async fn due_entries_come_oldest_first_failure_first_and_never_early() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_drainers_never_share_an_entry() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("race");
         let q = queue(topo, &ns, fast()).await;
         for i in 0..60 {
@@ -132,7 +132,7 @@ async fn concurrent_drainers_never_share_an_entry() {
 
 #[tokio::test]
 async fn a_dead_drainers_lease_expires_and_its_late_ack_is_refused() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("lease"), fast()).await;
         q.enqueue(&detail(7), Some(Duration::ZERO), note("x"))
             .await
@@ -178,7 +178,7 @@ async fn a_dead_drainers_lease_expires_and_its_late_ack_is_refused() {
 
 #[tokio::test]
 async fn failures_reschedule_with_history_then_dead_letter_and_redrive() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("fail"), fast()).await;
         q.enqueue(&detail(3), Some(Duration::ZERO), note("first"))
             .await
@@ -223,7 +223,7 @@ async fn failures_reschedule_with_history_then_dead_letter_and_redrive() {
 
 #[tokio::test]
 async fn redrive_all_and_stats() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("stats"), fast()).await;
         for i in 0..5 {
             q.enqueue(&detail(i), Some(Duration::ZERO), note("x"))
@@ -265,7 +265,7 @@ async fn redrive_all_and_stats() {
 
 #[tokio::test]
 async fn an_unreadable_entry_is_dead_lettered_not_lost() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("corrupt");
         let q = queue(topo, &ns, fast()).await;
         q.enqueue(&detail(5), Some(Duration::ZERO), note("x"))
@@ -295,7 +295,7 @@ async fn an_unreadable_entry_is_dead_lettered_not_lost() {
 
 #[tokio::test]
 async fn enqueue_while_leased_changes_nothing_and_retry_after_is_honoured() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("leased"), fast()).await;
         q.enqueue(&detail(8), Some(Duration::ZERO), note("x"))
             .await
@@ -332,7 +332,7 @@ async fn enqueue_while_leased_changes_nothing_and_retry_after_is_honoured() {
 
 #[tokio::test]
 async fn an_expired_lease_counts_as_due_not_in_flight() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("expired"), fast()).await;
         q.enqueue(&detail(9), Some(Duration::ZERO), note("x"))
             .await
@@ -347,7 +347,7 @@ async fn an_expired_lease_counts_as_due_not_in_flight() {
 
 #[tokio::test]
 async fn entries_missing_a_part_are_neither_lost_nor_haunting() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("parts");
         let k = ns.queue();
         let q = queue(topo, &ns, fast()).await;
@@ -448,7 +448,7 @@ async fn kill(q: &RetryQueue, job: &Job) {
 /// leaves the dead letters and their pending alerts, with fresh attempts and its story.
 #[tokio::test]
 async fn new_work_revives_a_dead_letter_with_fresh_attempts_and_its_history() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("revive"), fast()).await;
         kill(&q, &detail(3)).await;
         assert_eq!(q.pending_alerts(10).await.expect("alerts").len(), 1);
@@ -483,7 +483,7 @@ async fn new_work_revives_a_dead_letter_with_fresh_attempts_and_its_history() {
 /// the job again restores the field, and no second lease is handed out while the first lives.
 #[tokio::test]
 async fn a_leased_entry_that_lost_its_job_field_is_never_leased_twice() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("twice");
         let q = queue(topo, &ns, fast()).await;
         q.enqueue(&detail(4), Some(Duration::ZERO), note("x"))
@@ -546,7 +546,7 @@ async fn the_longest_accepted_search_can_be_parked_dead_lettered_and_redriven() 
         "{id}"
     );
     assert_ne!(id, near.id(), "one name per job");
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let q = queue(topo, &unique_ns("long"), fast()).await;
         for job in [&hangul, &astral, &near] {
             let parked = q.enqueue(job, Some(Duration::ZERO), note("x")).await;
@@ -592,7 +592,7 @@ async fn raw(conn: &mut lawsync::RedisConn, args: &[&str]) {
 /// again while it was being sent.
 #[tokio::test]
 async fn damage_met_half_way_never_drops_an_entry_or_an_alert() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("q-halfway");
         let q = queue(topo, &ns, fast()).await;
         let mut conn = topo.connect().await;

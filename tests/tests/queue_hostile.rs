@@ -141,7 +141,7 @@ fn hostile_script_calls_write_nothing_or_leave_the_queue_consistent() {
         .enable_all()
         .build()
         .expect("runtime");
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let mut runner = TestRunner::new(RunnerConfig {
             cases,
             failure_persistence: None,

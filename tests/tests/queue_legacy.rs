@@ -161,7 +161,7 @@ impl JobHandler for Done {
 
 #[tokio::test]
 async fn state_written_by_the_previous_release_is_read_whole() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("v1");
         let k = ns.queue();
         let conn = topo.connect().await;
@@ -275,7 +275,7 @@ async fn state_written_by_the_previous_release_is_read_whole() {
 
 #[tokio::test]
 async fn state_from_a_newer_release_is_refused_clearly() {
-    for topo in Topology::ALL {
+    for topo in Topology::EVERY {
         let ns = unique_ns("v99");
         let k = ns.queue();
         let conn = topo.connect().await;

@@ -49,6 +49,8 @@ pub enum StartupError {
     Secret(#[from] crate::secrets::SecretError),
     #[error("Redis (REDIS_URL): {0}")]
     Redis(#[from] crate::redis_conn::RedisFailure),
+    #[error("Redis credentials: {0}")]
+    RedisAuth(#[from] crate::redis_auth::AuthError),
     #[error("law.go.kr client: {0}")]
     Client(#[from] crate::law::LawError),
     #[error("alerts: {0}")]
@@ -77,13 +79,22 @@ pub fn law_gate(
     Ok(crate::gate::Gate::new(redis, key, cfg).adopting(ns.gate()))
 }
 
+impl From<crate::redis_auth::ConnectError> for StartupError {
+    fn from(e: crate::redis_auth::ConnectError) -> Self {
+        match e {
+            crate::redis_auth::ConnectError::Auth(a) => StartupError::RedisAuth(a),
+            crate::redis_auth::ConnectError::Redis(r) => StartupError::Redis(r),
+        }
+    }
+}
+
 impl Deps {
     /// Builds everything from `cfg` once per cold start: the key (from Secrets Manager when
     /// given as an ARN), Redis, the gate, the law.go.kr client with its run history, the
     /// retry queue, the document store and the SQS outbox.
     pub async fn build(cfg: Config, sdk: &aws_config::SdkConfig) -> Result<Self, StartupError> {
         let oc = crate::secrets::resolve_oc(&cfg.law.oc, sdk).await?;
-        let redis = crate::redis_conn::RedisConn::connect(&cfg.redis).await?;
+        let redis = crate::redis_auth::connect(&cfg.redis, sdk).await?;
         let ns = crate::keys::Namespace::new(&cfg.app_env, crate::law::UPSTREAM)?;
         let gate = Arc::new(law_gate(redis.clone(), &oc, &ns, cfg.gate)?);
         let history = crate::history::RedisHistory::new(redis.clone(), &ns).with_secret(oc.clone());

@@ -11,7 +11,7 @@ use crate::config::{Config, ConfigError};
 use crate::law::calendar::{kst_day, yyyymmdd};
 use crate::law::{LawClient, LawError, UPSTREAM, check_date};
 use crate::policy::PROBE_BUDGET;
-use crate::redis_conn::{RedisConn, RedisFailure};
+use crate::redis_conn::RedisFailure;
 use crate::secrets::SecretError;
 
 /// `lawsync probe`'s flags.
@@ -61,6 +61,8 @@ pub enum ProbeCliError {
     Secret(#[from] SecretError),
     #[error(transparent)]
     Redis(#[from] RedisFailure),
+    #[error("Redis credentials: {0}")]
+    RedisAuth(#[from] crate::redis_auth::AuthError),
     /// The client refused its configuration.
     #[error("law.go.kr client: {0}")]
     Client(LawError),
@@ -79,9 +81,10 @@ impl ProbeCliError {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
             ProbeCliError::Usage(_) => ExitStatus::Usage,
-            ProbeCliError::Config(_) | ProbeCliError::Secret(_) | ProbeCliError::Client(_) => {
-                ExitStatus::Config
-            }
+            ProbeCliError::Config(_)
+            | ProbeCliError::Secret(_)
+            | ProbeCliError::RedisAuth(_)
+            | ProbeCliError::Client(_) => ExitStatus::Config,
             ProbeCliError::Redis(e) => store_status(e),
             ProbeCliError::NoAnswer(ProbeError::NoAnswer(e)) => match e {
                 CallFailed::Law(LawError::Gate(crate::gate::GateError::Unavailable(e))) => store_status(e),
@@ -104,7 +107,11 @@ pub async fn run(args: ProbeArgs, json: bool) -> Result<(), ProbeCliError> {
     let cfg = Config::from_env()?;
     let sdk = crate::aws::sdk_config(&cfg).await;
     let oc = crate::secrets::resolve_oc(&cfg.law.oc, &sdk).await?;
-    let redis = RedisConn::connect(&cfg.redis).await?;
+    let redis = match crate::redis_auth::connect(&cfg.redis, &sdk).await {
+        Ok(redis) => redis,
+        Err(crate::redis_auth::ConnectError::Auth(e)) => return Err(e.into()),
+        Err(crate::redis_auth::ConnectError::Redis(e)) => return Err(e.into()),
+    };
     let ns = crate::keys::Namespace::new(&cfg.app_env, UPSTREAM)?;
     let gate = Arc::new(crate::app::law_gate(redis, &oc, &ns, cfg.gate)?);
     let client = LawClient::new(&cfg.law, oc, gate).map_err(ProbeCliError::Client)?;

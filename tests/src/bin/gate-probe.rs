@@ -1,6 +1,7 @@
 //! gate-probe: acquires slots from its own process, for the multi-process gate test.
 //!
-//! Usage: `gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT`. Waits for a line on stdin
+//! Usage: `gate-probe TOPOLOGY APP_ENV INTERVAL_MS COUNT`, where TOPOLOGY names one of the
+//! test servers (`Standalone`, `Cluster`, `SecureCluster`; see `Topology`). Waits for a line on stdin
 //! (so that several probes start together), then prints the moment of each grant, µs on
 //! Redis' clock, one per line.
 
@@ -8,16 +9,21 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lawsync::config::{GateConfig, RedisConfig};
+use lawsync::config::GateConfig;
 use lawsync::{Deadline, Gate, Namespace, RedisConn};
+use lawsync_tests::servers::Topology;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, env, interval_ms, count] = args.as_slice() else {
-        return Err("usage: gate-probe REDIS_URL APP_ENV INTERVAL_MS COUNT".into());
+    let [_, topology, env, interval_ms, count] = args.as_slice() else {
+        return Err("usage: gate-probe TOPOLOGY APP_ENV INTERVAL_MS COUNT".into());
     };
-    let conn = RedisConn::connect(&RedisConfig::for_url(url)?).await?;
+    let topology = Topology::EVERY
+        .into_iter()
+        .find(|t| format!("{t:?}") == *topology)
+        .ok_or("TOPOLOGY must be Standalone, Cluster or SecureCluster")?;
+    let conn = RedisConn::connect(&topology.config()).await?;
     let cfg = GateConfig::new(
         Duration::from_millis(interval_ms.parse()?),
         1,
