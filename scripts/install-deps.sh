@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need and a fresh Debian machine with Rust lacks: redis-server,
-# redis-cli, and python3 with venv (for moto). Does nothing when they are present; needs root (or sudo) otherwise.
+# redis-cli, openssl (the secure test cluster's certificates), and python3 with venv (for moto). Does nothing when they are present; needs root (or sudo) otherwise.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-cli >/dev/null || missing+=(redis-tools)
+command -v openssl >/dev/null || missing+=(openssl)
 command -v python3 >/dev/null || missing+=(python3)
 # moto's venv needs ensurepip, which Debian ships separately.
 python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
