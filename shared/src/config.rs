@@ -214,6 +214,12 @@ fn redis_security(env: &Env<'_>, redis: &mut RedisConfig) -> Result<(), ConfigEr
             ));
         }
     };
+    if env.get("REDIS_IAM_SERVERLESS").is_some() && cache.is_none() {
+        return Err(bad(
+            "REDIS_IAM_SERVERLESS",
+            "is set without REDIS_IAM_CACHE_NAME: it says which kind of cache an IAM token is for",
+        ));
+    }
     let in_url = redis.url_has_password();
     redis.auth = match (arn, cache) {
         (Some(_), Some(_)) => {
@@ -262,6 +268,12 @@ fn redis_security(env: &Env<'_>, redis: &mut RedisConfig) -> Result<(), ConfigEr
                 cache_name: cache,
                 serverless,
             }
+        }
+        (None, None) if username.is_some() && in_url => {
+            return Err(bad(
+                "REDIS_USERNAME",
+                "is set while the password is in REDIS_URL: put the user there too (rediss://USER:PASSWORD@HOST:PORT) and unset REDIS_USERNAME",
+            ));
         }
         (None, None) if username.is_some() => {
             return Err(bad(
@@ -616,6 +628,18 @@ pub fn parse_redis_urls(v: &str) -> Result<Vec<Secret>, ConfigError> {
             return Err(bad(
                 "REDIS_URL",
                 format!("entry {} must be redis://HOST:PORT or rediss://HOST:PORT", i + 1),
+            ));
+        }
+        if out
+            .first()
+            .is_some_and(|first: &Secret| !first.expose().starts_with(&format!("{}://", url.scheme())))
+        {
+            return Err(bad(
+                "REDIS_URL",
+                format!(
+                    "entry {} mixes redis:// and rediss://: every seed of one cluster takes the same scheme",
+                    i + 1
+                ),
             ));
         }
         out.push(Secret::new(part));

@@ -127,6 +127,15 @@ pub const IAM_TOKEN_LIFETIME: Duration = Duration::from_secs(900);
 /// ElastiCache closes a connection that was never re-authenticated. One `AUTH` per
 /// connection per ten minutes.
 pub const IAM_TOKEN_RENEW: Duration = Duration::from_secs(600);
+/// How long before AWS credentials expire they are fetched anew for IAM tokens: Lambda's
+/// role credentials are renewed well before this, and a token signed with credentials
+/// about to expire would stop working with them.
+pub const IAM_CREDENTIALS_REFRESH_BEFORE: Duration = Duration::from_secs(300);
+/// Tries at making one IAM token (fetching credentials) before a connection is told it
+/// failed: a credentials endpoint that blinks once does not fail a connect.
+pub const IAM_TOKEN_ATTEMPTS: u32 = 3;
+/// Pause between those tries: short, as a connect waits on them.
+pub const IAM_TOKEN_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// How long a failed connect may spend telling a TLS mismatch (TLS to a plain port, or the
 /// reverse) from a dead server: one small exchange with the server, bounded like a connect.
 pub const REDIS_TLS_PROBE_TIMEOUT: Duration = Duration::from_millis(250);

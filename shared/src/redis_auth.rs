@@ -10,7 +10,17 @@
 //! that went twelve hours without a new token).
 //!
 //! Nothing here prints a password, a token or a credential: errors name the variable to
-//! fix and the cause.
+//! fix and the cause, and the signer runs with tracing off (aws-sigv4 traces the canonical
+//! request, and with it a presigned URL's session token, at TRACE).
+//!
+//! Credentials are cached until five minutes before they expire
+//! ([`crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE`]): the SDK's provider chain fetches anew
+//! on every call, and a token is made for every connection. A failed fetch is retried
+//! ([`crate::policy::IAM_TOKEN_ATTEMPTS`]) and then reported as an I/O failure, so the
+//! connection's next command reconnects and asks again instead of keeping the failure.
+//! redis-rs stops re-sending tokens to a live connection after one refused renewal; such a
+//! connection stays authenticated until ElastiCache closes it (at 12 hours), and its
+//! reconnect gets a fresh token.
 
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
@@ -93,14 +103,7 @@ impl RedisCredentials {
                 let credentials = sdk.credentials_provider().ok_or_else(|| {
                     AuthError::Iam("IAM tokens need AWS credentials and none are configured".into())
                 })?;
-                let tokens = IamTokens {
-                    user_id: user_id.clone(),
-                    cache_name: cache_name.clone(),
-                    serverless: *serverless,
-                    region,
-                    credentials,
-                    renew: crate::policy::IAM_TOKEN_RENEW,
-                };
+                let tokens = IamTokens::new(user_id, cache_name, *serverless, &region, credentials);
                 // One token now, so missing credentials fail the cold start by name.
                 tokens.token().await.map_err(AuthError::Iam)?;
                 Ok(RedisCredentials::Iam(tokens))
@@ -145,6 +148,8 @@ pub struct IamTokens {
     serverless: bool,
     region: String,
     credentials: SharedCredentialsProvider,
+    /// The last credentials fetched, shared by every clone (every connection).
+    cached: std::sync::Arc<tokio::sync::Mutex<Option<Credentials>>>,
     renew: Duration,
 }
 
@@ -176,6 +181,7 @@ impl IamTokens {
             serverless,
             region: region.to_owned(),
             credentials,
+            cached: Default::default(),
             renew: crate::policy::IAM_TOKEN_RENEW,
         }
     }
@@ -191,13 +197,32 @@ impl IamTokens {
         &self.user_id
     }
 
+    /// The credentials to sign with: the cached ones while they are good for another
+    /// [`crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE`], else fetched anew.
+    async fn credentials(&self) -> Result<Credentials, String> {
+        let mut cached = self.cached.lock().await;
+        let fresh = |c: &Credentials| {
+            c.expiry().is_none_or(|at| {
+                at.duration_since(SystemTime::now())
+                    .is_ok_and(|left| left > crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE)
+            })
+        };
+        if let Some(c) = cached.as_ref().filter(|c| fresh(c)) {
+            return Ok(c.clone());
+        }
+        let c = self.credentials.provide_credentials().await.map_err(|e| {
+            format!(
+                "no AWS credentials to sign an IAM token with ({})",
+                with_sources(&e)
+            )
+        })?;
+        *cached = Some(c.clone());
+        Ok(c)
+    }
+
     /// A token signed now with the current credentials.
     pub async fn token(&self) -> Result<Secret, String> {
-        let credentials = self
-            .credentials
-            .provide_credentials()
-            .await
-            .map_err(|e| format!("no AWS credentials to sign an IAM token with ({e})"))?;
+        let credentials = self.credentials().await?;
         iam_token(
             &self.user_id,
             &self.cache_name,
@@ -219,18 +244,60 @@ impl StreamingCredentialsProvider for IamTokens {
                 if !first {
                     tokio::time::sleep(tokens.renew).await;
                 }
-                let item = match tokens.token().await {
-                    Ok(t) => Ok(BasicAuth::new(tokens.user_id.clone(), t.expose().to_owned())),
-                    Err(reason) => Err(redis::RedisError::from((
-                        redis::ErrorKind::AuthenticationFailed,
-                        "ElastiCache IAM token",
-                        reason,
-                    ))),
+                let mut attempt = 1;
+                let item = loop {
+                    match tokens.token().await {
+                        Ok(t) => break Ok(BasicAuth::new(tokens.user_id.clone(), t.expose().to_owned())),
+                        Err(_) if attempt < crate::policy::IAM_TOKEN_ATTEMPTS => {
+                            attempt += 1;
+                            tokio::time::sleep(crate::policy::IAM_TOKEN_RETRY_PAUSE).await;
+                        }
+                        // An I/O failure, not an authentication one: redis-rs keeps a
+                        // connection whose reconnect failed otherwise, and only an I/O
+                        // failure makes its next command reconnect (and ask again).
+                        Err(reason) => {
+                            // A cluster's reconnect drops this text from the error its
+                            // commands see ("connection lost"): the log line keeps it.
+                            tracing::warn!(user = %tokens.user_id, %reason, "{IAM_TOKEN_FAILURE}");
+                            break Err(redis::RedisError::from(std::io::Error::other(format!(
+                                "{IAM_TOKEN_FAILURE}: {reason}"
+                            ))));
+                        }
+                    }
                 };
                 Some((item, false))
             }
         }))
     }
+}
+
+/// An error and its sources, as one line: a credentials error's own text is only its kind
+/// ("the credential provider was not enabled"), the reason is in its source.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// The start of every failure to make a token, as [`crate::redis_conn`] recognises it.
+pub(crate) const IAM_TOKEN_FAILURE: &str = "ElastiCache IAM token could not be made";
+
+/// RFC 3986 percent-encoding (everything but `A-Z a-z 0-9 - _ . ~`), as SigV4 encodes.
+fn uri_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// An ElastiCache IAM authentication token: the presigned URL of
@@ -247,15 +314,14 @@ pub fn iam_token(
 ) -> Result<Secret, String> {
     use aws_sigv4::http_request::{SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign};
 
-    let mut url = url::Url::parse(&format!("http://{cache_name}/"))
-        .map_err(|e| format!("the cache name does not make a URL ({e})"))?;
-    url.query_pairs_mut()
-        .append_pair("Action", "connect")
-        .append_pair("User", user_id);
-    if serverless {
-        url.query_pairs_mut()
-            .append_pair("ResourceType", "ServerlessCache");
+    if url::Host::parse(cache_name).is_err() || cache_name.contains(['/', '?', '#', '@', ':']) {
+        return Err("the cache name is not a host name".into());
     }
+    let mut query = format!("Action=connect&User={}", uri_encode(user_id));
+    if serverless {
+        query.push_str("&ResourceType=ServerlessCache");
+    }
+    let url = format!("http://{cache_name}/?{query}");
     let mut settings = SigningSettings::default();
     settings.signature_location = SignatureLocation::QueryParams;
     settings.expires_in = Some(crate::policy::IAM_TOKEN_LIFETIME);
@@ -271,17 +337,18 @@ pub fn iam_token(
         .into();
     let request = SignableRequest::new("GET", url.as_str(), std::iter::empty(), SignableBody::Bytes(&[]))
         .map_err(|e| format!("IAM token request ({e})"))?;
-    let (instructions, _signature) = sign(request, &params)
+    // aws-sigv4 traces the canonical request, which holds a presigned URL's session token.
+    let signed = tracing::subscriber::with_default(tracing::subscriber::NoSubscriber::default(), || {
+        sign(request, &params)
+    });
+    let (instructions, _signature) = signed
         .map_err(|e| format!("IAM token signing ({e})"))?
         .into_parts();
-    {
-        let mut query = url.query_pairs_mut();
-        for (name, value) in instructions.params() {
-            query.append_pair(name, value);
-        }
+    for (name, value) in instructions.params() {
+        query.push('&');
+        query.push_str(name);
+        query.push('=');
+        query.push_str(&uri_encode(value));
     }
-    // Form encoding writes a space as '+' (a '+' itself is %2B): written %20, as SigV4's own
-    // encoding and every AWS signer do, so no server need guess which was meant.
-    let signed = url.as_str().replace('+', "%20");
-    Ok(Secret::new(signed.strip_prefix("http://").unwrap_or(&signed)))
+    Ok(Secret::new(format!("{cache_name}/?{query}")))
 }

@@ -140,15 +140,31 @@ fn tls_failure(e: &redis::RedisError) -> Option<RedisFailure> {
     }
 }
 
+/// A failure to make an IAM token (no credentials, no region), which reaches us as an I/O
+/// failure of the connection (see [`crate::redis_auth`]).
+fn token_failure(e: &redis::RedisError) -> Option<RedisFailure> {
+    let text = format!("{e} {}", e.detail().unwrap_or(""));
+    let at = text.find(crate::redis_auth::IAM_TOKEN_FAILURE)?;
+    let reason: String = text[at..].chars().take(240).collect();
+    Some(RedisFailure::Auth(format!(
+        "{reason}; check the function's role and AWS_REGION (REDIS_IAM_CACHE_NAME)"
+    )))
+}
+
 impl From<redis::RedisError> for RedisFailure {
     fn from(e: redis::RedisError) -> Self {
         if let Some(tls) = tls_failure(&e) {
             tls
+        } else if let Some(token) = token_failure(&e) {
+            token
         } else if e.is_timeout() {
             RedisFailure::Timeout
         } else if e.is_connection_refusal() {
             RedisFailure::Unreachable("connection refused")
-        } else if e.is_io_error() || e.is_connection_dropped() {
+        } else if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        {
             RedisFailure::Unreachable("connection lost")
         } else if e.code() == Some("CORRUPT") {
             // Our scripts' own message: a key name and a field list, nothing else.
@@ -308,43 +324,66 @@ impl RedisConn {
 }
 
 /// After a connect that timed out or lost its connection: whether the first node speaks
-/// what the URL's scheme says. A plain server answers `PING` at once (`+PONG`, or an
-/// error such as `-NOAUTH`); a TLS-only server takes the same bytes for a broken handshake
-/// and closes the connection or sends a TLS alert. `None` when it cannot tell (nothing
-/// listens, or nothing answers).
+/// what the URL's scheme says. For `rediss://`, one `PING` in plain text: a plain server
+/// answers it at once (`+PONG`, or an error such as `-NOAUTH`). For `redis://`, a TLS
+/// handshake that trusts nothing: a server that answers it with its certificate speaks
+/// TLS (the handshake then fails on that certificate, and nothing more is sent). A peer
+/// that only closes the connection proves neither. `None` when it cannot tell (nothing
+/// listens, nothing answers, the answer is neither).
 async fn tls_mismatch(cfg: &RedisConfig) -> Option<RedisFailure> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let url = url::Url::parse(cfg.urls.first()?.expose()).ok()?;
-    let host = url.host_str()?.to_owned();
+    let host = url.host_str()?.trim_matches(['[', ']']).to_owned();
     let port = url.port().unwrap_or(6379);
+    let tls = url.scheme() == "rediss";
     let probe = async {
-        let mut stream = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
-            .await
-            .ok()?;
-        stream.write_all(b"PING\r\n").await.ok()?;
-        let mut reply = [0u8; 16];
-        match stream.read(&mut reply).await {
-            Ok(n) => Some(reply[..n].to_vec()),
-            // A TLS server resets a connection whose first bytes are no handshake.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Some(Vec::new()),
-            Err(_) => None,
+        let stream = tokio::net::TcpStream::connect((host.as_str(), port)).await.ok()?;
+        if tls {
+            answers_plain_text(stream).await
+        } else {
+            answers_tls(stream, &host).await
         }
     };
-    let reply = tokio::time::timeout(crate::policy::REDIS_TLS_PROBE_TIMEOUT, probe)
+    let mismatch = tokio::time::timeout(crate::policy::REDIS_TLS_PROBE_TIMEOUT, probe)
         .await
         .ok()??;
-    let plain = matches!(reply.first(), Some(b'+' | b'-'));
-    let tls_like = reply.is_empty() || reply.first() == Some(&0x15);
-    if cfg.tls() && plain {
-        Some(RedisFailure::Tls(format!(
-            "REDIS_URL asks for TLS (rediss://) but the server at {host}:{port} answers in plain text; use redis:// or the server's TLS port"
-        )))
-    } else if !cfg.tls() && tls_like {
-        Some(RedisFailure::Tls(format!(
-            "REDIS_URL is plain redis:// but the server at {host}:{port} refuses plain text, as a TLS-only server does; use rediss:// (and REDIS_CA_FILE for a private CA)"
-        )))
-    } else {
-        None
+    mismatch.then(|| {
+        RedisFailure::Tls(if tls {
+            format!("REDIS_URL asks for TLS (rediss://) but the server at {host}:{port} answers in plain text; use redis:// or the server's TLS port")
+        } else {
+            format!("REDIS_URL is plain redis:// but the server at {host}:{port} speaks TLS; use rediss:// (and REDIS_CA_FILE for a private CA)")
+        })
+    })
+}
+
+async fn answers_plain_text(mut stream: tokio::net::TcpStream) -> Option<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(b"PING\r\n").await.ok()?;
+    let mut reply = [0u8; 16];
+    let n = stream.read(&mut reply).await.ok()?;
+    Some(matches!(reply[..n].first(), Some(b'+' | b'-')))
+}
+
+async fn answers_tls(stream: tokio::net::TcpStream, host: &str) -> Option<bool> {
+    use tokio_rustls::rustls::{self, pki_types::ServerName};
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = ServerName::try_from(host.to_owned()).ok()?;
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    match connector.connect(name, stream).await {
+        // Trusting no root, a handshake can only succeed against nothing; say so anyway.
+        Ok(_) => Some(true),
+        Err(e) => {
+            let tls = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>());
+            // The server sent a certificate (refused, as nothing is trusted) or a TLS alert.
+            Some(matches!(
+                tls,
+                Some(rustls::Error::InvalidCertificate(_) | rustls::Error::AlertReceived(_))
+            ))
+        }
     }
 }
 

@@ -31,7 +31,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
 /// The filter used when `RUST_LOG` is unset.
-pub const DEFAULT_FILTER: &str = "info,hyper=warn,hyper_util=warn,reqwest=warn,rustls=warn,h2=warn,aws_config=warn,aws_smithy_runtime=warn,redis=warn";
+pub const DEFAULT_FILTER: &str = "info,hyper=warn,hyper_util=warn,reqwest=warn,rustls=warn,h2=warn,aws_config=warn,aws_smithy_runtime=warn,aws_sigv4=warn,redis=warn";
 
 /// Installs the global JSON subscriber. Call once, first thing in `main`.
 pub fn init() {

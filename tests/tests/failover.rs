@@ -97,15 +97,20 @@ async fn role(port: u16) -> String {
     }
 }
 
-/// Waits until every node says the cluster is whole and the old primary follows the new.
-async fn settled(old_primary: u16) {
+/// Waits until every node says the cluster is whole, every replica is in step with its
+/// primary (link up, no sync in progress), and `old_primary`, if any, follows the new one.
+async fn settled(old_primary: Option<u16>) {
     let ports: Vec<u16> = lawsync_tests::servers::test_var("LAWSYNC_TEST_SECURE_PORTS")
         .split(',')
         .map(|p| p.parse().expect("port"))
         .collect();
     let started = Instant::now();
     loop {
-        let mut ok = role(old_primary).await == "slave";
+        let mut ok = match old_primary {
+            Some(p) => role(p).await == "slave",
+            None => true,
+        };
+        let mut replicas = 0;
         for &p in &ports {
             let mut conn = node(p).await;
             let info: String = redis::cmd("CLUSTER")
@@ -114,7 +119,18 @@ async fn settled(old_primary: u16) {
                 .await
                 .expect("info");
             ok &= info.contains("cluster_state:ok");
+            let replication: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await
+                .expect("info");
+            if replication.contains("role:slave") {
+                replicas += 1;
+                ok &= replication.contains("master_link_status:up")
+                    && replication.contains("master_sync_in_progress:0");
+            }
         }
+        ok &= replicas == 3;
         if ok {
             return;
         }
@@ -135,10 +151,24 @@ struct Run {
     failures: usize,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_the_interval() {
+/// What one failover did to the run.
+struct Figures {
+    acked: usize,
+    /// Lost writes: how long before the primary froze each had been acknowledged.
+    lost: Vec<Duration>,
+    /// Acknowledged writes made while the replica was cut off (the lag window).
+    in_lag: usize,
+    min_gap_us: u64,
+}
+
+/// Runs two writers on the gate and the queue, then fails the primary of their slot over.
+/// With `lag`, the replica is first cut off from its primary for that long (frozen, and
+/// its replication link closed), so the writes of that window exist on the primary alone
+/// when it dies: a replica lagging behind.
+async fn failover(label: &str, lag: Duration) -> Figures {
     let topo = Topology::SecureCluster;
-    let ns = unique_ns("failover");
+    let ns = unique_ns(label);
+    settled(None).await;
     let mut admin = topo.connect().await;
     let slot: i64 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
@@ -188,9 +218,25 @@ async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_
         .collect();
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    let cut_at = started.elapsed();
+    if !lag.is_zero() {
+        signal("-STOP", replica);
+        let mut old = node(primary).await;
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query_async(&mut old)
+            .await
+            .expect("cut the replica off");
+        tokio::time::sleep(lag).await;
+    }
     // The primary stops answering (a dead node); its replica takes over without it.
     let frozen_at = started.elapsed();
     signal("-STOP", primary);
+    if !lag.is_zero() {
+        signal("-CONT", replica);
+    }
     tokio::time::sleep(DETECTION).await;
     let mut promoted = node(replica).await;
     let _: () = redis::cmd("CLUSTER")
@@ -215,7 +261,7 @@ async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_
             .expect("writers stop")
             .expect("writer");
     }
-    settled(primary).await;
+    settled(Some(primary)).await;
 
     let run = run.lock().expect("run");
     let stored: BTreeSet<String> = queue
@@ -228,20 +274,9 @@ async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_
     let lost: Vec<&(String, Duration)> = run.acked.iter().filter(|(id, _)| !stored.contains(id)).collect();
     let before = run.acked.iter().filter(|(_, at)| *at < frozen_at).count();
     let after = run.acked.iter().filter(|(_, at)| *at > took_over_at).count();
-    let last_before = run
-        .acked
-        .iter()
-        .filter(|(_, at)| *at < frozen_at)
-        .map(|(_, at)| *at)
-        .max()
-        .expect("writes before");
-    let first_after = run
-        .acked
-        .iter()
-        .filter(|(_, at)| *at > frozen_at)
-        .map(|(_, at)| *at)
-        .min()
-        .expect("writes after");
+    let mut ack_times: Vec<Duration> = run.acked.iter().map(|(_, at)| *at).collect();
+    ack_times.sort_unstable();
+    let stopped = ack_times.windows(2).map(|w| w[1] - w[0]).max().expect("acks");
     let mut grants = run.grants.clone();
     grants.sort_unstable();
     let min_gap = grants.windows(2).map(|w| w[1] - w[0]).min().expect("grants");
@@ -249,13 +284,20 @@ async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_
         .iter()
         .map(|(_, at)| frozen_at.saturating_sub(*at).as_millis())
         .collect();
+    let in_lag = run
+        .acked
+        .iter()
+        .filter(|(_, at)| *at >= cut_at && *at < frozen_at)
+        .count();
     eprintln!(
-        "failover: {} writes acknowledged ({before} before the primary froze, {after} after the takeover), \
-         {} lost (acknowledged {lost_ages:?} ms before it froze); writes stopped for {} ms \
-         (frozen {} ms, takeover at +{} ms); {} failed calls during it; {} grants, closest two {} µs apart (interval {} µs)",
+        "{label}: {} writes acknowledged ({before} before the primary froze, {after} after the takeover), \
+         {} lost (acknowledged {lost_ages:?} ms before it froze; {in_lag} were made in the {} ms the replica lagged); \
+         writes stopped for {} ms (frozen {} ms, takeover at +{} ms); {} failed calls during it; \
+         {} grants, closest two {} µs apart (interval {} µs)",
         run.acked.len(),
         lost.len(),
-        (first_after - last_before).as_millis(),
+        lag.as_millis(),
+        stopped.as_millis(),
         DETECTION.as_millis(),
         (took_over_at - frozen_at).as_millis(),
         run.failures,
@@ -263,18 +305,62 @@ async fn a_primary_failing_over_mid_run_loses_at_most_its_last_writes_and_keeps_
         min_gap,
         INTERVAL.as_micros(),
     );
-    assert!(before > 0 && after > 0, "writes on both sides of the failover");
     assert!(
-        min_gap >= INTERVAL.as_micros() as u64,
-        "two grants {min_gap} µs apart across the failover"
+        before > 0 && after > 0,
+        "{label}: writes on both sides of the failover"
     );
-    // Only the last moments before the primary froze can be lost: what it had not yet
-    // sent to its replica. On loopback that is a few milliseconds' worth.
-    for (id, at) in &lost {
+    Figures {
+        acked: run.acked.len(),
+        lost: lost.iter().map(|(_, at)| frozen_at.saturating_sub(*at)).collect(),
+        in_lag,
+        min_gap_us: min_gap,
+    }
+}
+
+// The two cases run one after the other in one test: each fails a primary of the same
+// cluster over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_loses_only_what_the_replica_had_not_received_and_keeps_the_interval() {
+    // A replica in step (on loopback, well under a millisecond behind): only writes of the
+    // last moments could be lost.
+    let f = failover("failover-in-step", Duration::ZERO).await;
+    assert!(f.acked > 0);
+    assert!(
+        f.min_gap_us >= INTERVAL.as_micros() as u64,
+        "two grants {} µs apart across the failover",
+        f.min_gap_us
+    );
+    for age in &f.lost {
         assert!(
-            frozen_at.saturating_sub(*at) < Duration::from_millis(250),
-            "{id}, acknowledged {} ms before the primary froze, was lost",
-            frozen_at.saturating_sub(*at).as_millis()
+            *age < Duration::from_millis(250),
+            "a write acknowledged {} ms before the primary froze was lost",
+            age.as_millis()
         );
     }
+
+    // A replica 300 ms behind: the writes of those 300 ms are lost, and nothing older.
+    let lag = Duration::from_millis(300);
+    let f = failover("failover-lagging", lag).await;
+    assert!(
+        f.min_gap_us >= INTERVAL.as_micros() as u64,
+        "two grants {} µs apart across the failover",
+        f.min_gap_us
+    );
+    assert!(
+        f.in_lag > 0 && !f.lost.is_empty(),
+        "the lag window's writes must be lost: the measurement sees loss"
+    );
+    for age in &f.lost {
+        assert!(
+            *age <= lag + Duration::from_millis(50),
+            "a write acknowledged {} ms before the primary froze, before the replica lagged, was lost",
+            age.as_millis()
+        );
+    }
+    assert!(
+        f.lost.len() <= f.in_lag,
+        "more lost ({}) than written while the replica lagged ({})",
+        f.lost.len(),
+        f.in_lag
+    );
 }

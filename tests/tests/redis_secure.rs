@@ -96,8 +96,27 @@ async fn tls_to_a_plain_port_and_plain_text_to_a_tls_port_are_named() {
     cfg.ca_file = None;
     let err = failure(&cfg).await;
     let text = err.to_string();
-    assert!(text.contains("refuses plain text"), "{text}");
+    assert!(text.contains("speaks TLS"), "{text}");
     assert!(text.contains("rediss://"), "{text}");
+
+    // A peer that accepts and closes at once (a proxy whose Redis is down) proves neither:
+    // the failure stays what it was, not a TLS mismatch.
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = closer.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = closer.accept().await {
+            drop(conn);
+        }
+    });
+    for scheme in ["redis", "rediss"] {
+        let mut cfg = secure(&format!("{scheme}://127.0.0.1:{port}"));
+        cfg.auth = RedisAuth::Url;
+        if scheme == "redis" {
+            cfg.ca_file = None;
+        }
+        let err = failure(&cfg).await;
+        assert!(!matches!(err, RedisFailure::Tls(_)), "{scheme}: {err}");
+    }
 }
 
 #[tokio::test]
@@ -430,7 +449,13 @@ fn iam_tokens_match_botocore_with_a_fixed_clock() {
             "ap-northeast-2",
             true,
         ),
-        (&without, "user with space+plus", "rg-01", "us-east-1", false),
+        (
+            &without,
+            "user with space+plus~tilde*star",
+            "rg-01",
+            "us-east-1",
+            false,
+        ),
     ] {
         let ours = redis_auth::iam_token(user, cache, serverless, region, creds, at).expect("sign");
         let theirs = botocore_token(creds, user, cache, region, serverless);
@@ -456,6 +481,38 @@ fn iam_tokens_match_botocore_with_a_fixed_clock() {
             "a token in Debug output"
         );
     }
+}
+
+#[test]
+fn signing_a_token_traces_no_session_token_at_any_level() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let captured = lawsync_tests::capture::Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_subscriber::fmt::layer()
+            .with_writer(move || writer.clone())
+            .with_filter(tracing_subscriber::filter::LevelFilter::TRACE),
+    );
+    let session = "IQoJSESSIONTOKENlawsyncTRACEcheck";
+    let creds = aws_credential_types::Credentials::new(
+        "AKIDLAWSYNCEXAMPLE",
+        "secretKEYlawsync",
+        Some(session.into()),
+        None,
+        "fixed",
+    );
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::trace!("the capture works");
+        redis_auth::iam_token("u", "c", true, "us-east-1", &creds, std::time::SystemTime::now())
+            .expect("sign");
+    });
+    let text = captured.text();
+    assert!(text.contains("the capture works"), "nothing captured: {text}");
+    assert!(
+        !text.contains(session) && !text.contains("secretKEYlawsync"),
+        "a credential traced: {text}"
+    );
 }
 
 #[tokio::test]
@@ -491,4 +548,146 @@ async fn iam_tokens_are_renewed_for_every_connection() {
     // A new subscriber (a new connection) gets a fresh token at once, not the old one.
     let again = tokens.subscribe().next().await.expect("token").expect("signed");
     assert!(date(again.password()) >= date(second.password()));
+}
+
+/// AWS credentials that can be switched off, and that always look close to expiry (so
+/// every token asks for them again).
+#[derive(Debug, Default, Clone)]
+struct Switchable {
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    asked: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl aws_credential_types::provider::ProvideCredentials for Switchable {
+    fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        use std::sync::atomic::Ordering;
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        aws_credential_types::provider::future::ProvideCredentials::ready(
+            if self.failing.load(Ordering::Relaxed) {
+                Err(
+                    aws_credential_types::provider::error::CredentialsError::not_loaded(
+                        "the test switched them off",
+                    ),
+                )
+            } else {
+                Ok(aws_credential_types::Credentials::new(
+                    "AKIDLAWSYNCEXAMPLE",
+                    "secret",
+                    None,
+                    Some(std::time::SystemTime::now() + Duration::from_secs(60)),
+                    "switchable",
+                ))
+            },
+        )
+    }
+}
+
+/// Runs `cmd` on every node of the secure cluster, as its ACL user.
+async fn on_every_node(cmd: &redis::Cmd) {
+    for i in 0..6 {
+        let mut cfg = secure(&format!("rediss://127.0.0.1:{}", port(i)));
+        cfg.mode = lawsync::config::RedisMode::Standalone;
+        let mut conn = RedisConn::connect(&cfg).await.expect("node");
+        let _: redis::Value = cmd.query_async(&mut conn).await.expect("admin command");
+    }
+}
+
+// ElastiCache checks a token's signature; the local Redis cannot, so its IAM user takes any
+// password (`nopass`): what is checked here is that tokens are what lawsync sends as that
+// user, on every connection, and that a credentials outage heals.
+#[tokio::test]
+async fn iam_connections_authenticate_as_the_user_and_heal_after_a_credentials_outage() {
+    use std::sync::atomic::Ordering;
+    let user = "lawsync-iam-test";
+    on_every_node(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("on")
+            .arg("nopass")
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all"),
+    )
+    .await;
+    for mode in [
+        lawsync::config::RedisMode::Standalone,
+        lawsync::config::RedisMode::Cluster,
+    ] {
+        let switch = Switchable::default();
+        let provider = aws_credential_types::provider::SharedCredentialsProvider::new(switch.clone());
+        let tokens = redis_auth::IamTokens::new(user, "lawsync-cache", true, "ap-northeast-2", provider);
+        let mut cfg = Topology::SecureCluster.config();
+        cfg.mode = mode;
+        let mut conn = RedisConn::connect_with(&cfg, &RedisCredentials::Iam(tokens))
+            .await
+            .expect("IAM connect");
+        let me: String = redis::cmd("ACL")
+            .arg("WHOAMI")
+            .query_async(&mut conn)
+            .await
+            .expect("whoami");
+        assert_eq!(me, user, "{mode:?}");
+
+        // The credentials go away, and the connections with them.
+        switch.failing.store(true, Ordering::Relaxed);
+        on_every_node(redis::cmd("CLIENT").arg("KILL").arg("USER").arg(user)).await;
+        // The first command meets the killed connection; the ones after meet the reconnect,
+        // which has no token to send, and say so.
+        let mut failures = Vec::new();
+        for _ in 0..20 {
+            let r: Result<String, _> = redis::cmd("PING").query_async(&mut conn).await;
+            let failure = RedisFailure::from(r.expect_err("no credentials, no connection"));
+            let named = failure.to_string().contains("IAM token could not be made");
+            failures.push(failure);
+            if named {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        eprintln!("{mode:?} while the credentials are away: {failures:?}");
+        let last = failures.last().expect("a failure").to_string();
+        if mode == lawsync::config::RedisMode::Standalone {
+            assert!(
+                last.contains("IAM token could not be made") && last.contains("the test switched them off"),
+                "{mode:?}: a credentials outage must be named: {last}"
+            );
+        } else {
+            // A cluster's reconnect keeps only "connection lost" for its commands; the cause
+            // is in the warning the token provider logs.
+            assert!(
+                failures
+                    .iter()
+                    .all(|f| matches!(f, RedisFailure::Unreachable(_) | RedisFailure::Timeout)),
+                "{mode:?}: an outage, not a misnamed failure: {failures:?}"
+            );
+        }
+
+        // They come back: the same connection heals within a few commands.
+        switch.failing.store(false, Ordering::Relaxed);
+        let started = Instant::now();
+        loop {
+            let r: Result<String, _> = redis::cmd("ACL").arg("WHOAMI").query_async(&mut conn).await;
+            match r {
+                Ok(me) => {
+                    assert_eq!(me, user);
+                    break;
+                }
+                Err(e) => assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{mode:?}: still failing 5 s after the credentials came back: {}",
+                    RedisFailure::from(e)
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eprintln!(
+            "{mode:?}: healed {} ms after the credentials came back; credentials asked {} times",
+            started.elapsed().as_millis(),
+            switch.asked.load(Ordering::Relaxed)
+        );
+    }
 }
