@@ -263,7 +263,7 @@ async fn failover(label: &str, lag: Duration) -> Figures {
     }
     settled(Some(primary)).await;
 
-    let run = run.lock().expect("run");
+    let run = std::mem::take(&mut *run.lock().expect("run"));
     let stored: BTreeSet<String> = queue
         .list(100_000)
         .await
