@@ -222,6 +222,61 @@ def s3_elsewhere(resources):
     return problems
 
 
+ELASTICACHE_KINDS = ("serverlesscache:", "replicationgroup:", "user:")
+
+
+def check_elasticache(resources):
+    """ElastiCache IAM authentication: the only ElastiCache action any policy allows is
+    elasticache:Connect, and only on named caches and users (never '*', never a wildcard
+    name)."""
+    problems = []
+
+    def text(r):
+        if isinstance(r, str):
+            return r
+        if isinstance(r, dict) and "Fn::Sub" in r:
+            sub = r["Fn::Sub"]
+            return sub if isinstance(sub, str) else sub[0]
+        if isinstance(r, dict) and "Fn::If" in r:
+            return None  # both branches are walked below
+        return json.dumps(r)
+
+    def resources_of(r):
+        if isinstance(r, dict) and "Fn::If" in r:
+            for branch in r["Fn::If"][1:]:
+                yield from resources_of(branch)
+        elif isinstance(r, list):
+            for x in r:
+                yield from resources_of(x)
+        else:
+            yield r
+
+    def walk(name, node):
+        if isinstance(node, list):
+            for x in node:
+                walk(name, x)
+        elif isinstance(node, dict):
+            if node.get("Effect") == "Allow":
+                actions = [a for a in as_list(node.get("Action", [])) if isinstance(a, str)]
+                cache_actions = [a for a in actions if a == "*" or a.lower().startswith("elasticache:")]
+                for a in cache_actions:
+                    if a != "elasticache:Connect":
+                        problems.append(f"{name}: allows {a}; lawsync needs elasticache:Connect only")
+                if "elasticache:Connect" in cache_actions:
+                    for r in resources_of(node.get("Resource")):
+                        t = text(r) or ""
+                        arn_tail = t.rsplit(":elasticache:", 1)[-1]
+                        kind_ok = any(k in arn_tail for k in ELASTICACHE_KINDS)
+                        if "*" in t or not kind_ok:
+                            problems.append(f"{name}: elasticache:Connect on {t[:80]}: name the cache and the user")
+            for v in node.values():
+                walk(name, v)
+
+    for name, res in resources.items():
+        walk(name, res.get("Properties", {}))
+    return problems
+
+
 def check_schedules(resources):
     """The search queue's schedules: a valid JSON Input naming its kind and the scheduled
     time, each kind once."""
@@ -298,6 +353,7 @@ def main(path, layout=LAYOUT):
                 problems.append(f"{name}.{ev_name}: {target} needs a RedrivePolicy to a dead-letter queue")
     problems += s3_elsewhere(resources)
     problems += check_schedules(resources)
+    problems += check_elasticache(resources)
     return problems
 
 

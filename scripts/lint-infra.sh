@@ -37,6 +37,8 @@ broken=(
   # The schedules' messages, as the search function reads them.
   "a schedule still sending the old dayBefore message|s/{\"schedule\":\"daily\",\"at\"/{\"dayBefore\"/"
   "a schedule kind the search function does not know|s/\"schedule\":\"sweep\"/\"schedule\":\"weekly\"/"
+  "elasticache:Connect on every cache|s/serverlesscache:lawsync-\${Env}'/serverlesscache:*'/"
+  "an ElastiCache action beyond Connect|s/Action: elasticache:Connect/Action: elasticache:*/"
   "a schedule Input that is not JSON|s/\"at\":\"<aws.scheduler.scheduled-time>\"}'/\"at\":<aws.scheduler.scheduled-time>}'/"
 )
 tmp=$(mktemp -d)
