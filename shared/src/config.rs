@@ -158,9 +158,11 @@ impl RedisConfig {
         })
     }
 
-    /// True when the URLs ask for TLS (`rediss://`).
+    /// True when the URLs ask for TLS (`rediss://`, in any case).
     pub fn tls(&self) -> bool {
-        self.urls.iter().any(|u| u.expose().starts_with("rediss://"))
+        self.urls
+            .iter()
+            .any(|u| Url::parse(u.expose()).is_ok_and(|u| u.scheme() == "rediss"))
     }
 
     /// True when a URL carries a password of its own.
@@ -630,10 +632,12 @@ pub fn parse_redis_urls(v: &str) -> Result<Vec<Secret>, ConfigError> {
                 format!("entry {} must be redis://HOST:PORT or rediss://HOST:PORT", i + 1),
             ));
         }
-        if out
+        // (Url lower-cases the scheme: REDISS:// is rediss://.)
+        let first_scheme = out
             .first()
-            .is_some_and(|first: &Secret| !first.expose().starts_with(&format!("{}://", url.scheme())))
-        {
+            .and_then(|first: &Secret| Url::parse(first.expose()).ok())
+            .map(|u| u.scheme().to_owned());
+        if first_scheme.is_some_and(|s| s != url.scheme()) {
             return Err(bad(
                 "REDIS_URL",
                 format!(

@@ -131,6 +131,16 @@ pub const IAM_TOKEN_RENEW: Duration = Duration::from_secs(600);
 /// role credentials are renewed well before this, and a token signed with credentials
 /// about to expire would stop working with them.
 pub const IAM_CREDENTIALS_REFRESH_BEFORE: Duration = Duration::from_secs(300);
+/// Longest wait for the credentials provider: a hung credentials endpoint must not hold
+/// every connection's token (they share one cache) for longer than a connect may take
+/// twice.
+pub const IAM_CREDENTIALS_TIMEOUT: Duration = Duration::from_secs(2);
+/// After a failed or hung refresh, cached credentials stay in use while they are good for
+/// this much more: a token made with them can still be checked at connect.
+pub const IAM_CREDENTIALS_MIN_LEFT: Duration = Duration::from_secs(30);
+/// No new fetch within this time of a failed one: in an outage every node's reconnect asks
+/// for a token, and the credentials endpoint (IMDS, STS) throttles a caller that hammers it.
+pub const IAM_CREDENTIALS_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// Tries at making one IAM token (fetching credentials) before a connection is told it
 /// failed: a credentials endpoint that blinks once does not fail a connect.
 pub const IAM_TOKEN_ATTEMPTS: u32 = 3;

@@ -15,7 +15,8 @@
 //!
 //! Credentials are cached until five minutes before they expire
 //! ([`crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE`]): the SDK's provider chain fetches anew
-//! on every call, and a token is made for every connection. A failed fetch is retried
+//! on every call, and a token is made for every connection. A refresh that fails or hangs
+//! (bounded) keeps the cached credentials in use while they last. A failed fetch is retried
 //! ([`crate::policy::IAM_TOKEN_ATTEMPTS`]) and then reported as an I/O failure, so the
 //! connection's next command reconnects and asks again instead of keeping the failure.
 //! redis-rs stops re-sending tokens to a live connection after one refused renewal; such a
@@ -140,6 +141,24 @@ pub async fn connect(cfg: &RedisConfig, sdk: &aws_config::SdkConfig) -> Result<R
     Ok(RedisConn::connect_with(cfg, &credentials).await?)
 }
 
+/// What [`IamTokens`] remembers of its credentials provider.
+#[derive(Default)]
+struct Cached {
+    credentials: Option<Credentials>,
+    /// The last failed fetch: when, and why. Asked again only after
+    /// [`crate::policy::IAM_CREDENTIALS_RETRY_AFTER`], so the reconnects of every node in
+    /// an outage do not each ask the credentials endpoint.
+    failed: Option<(std::time::Instant, String)>,
+}
+
+/// True while `c` is good for at least `margin` more (or never expires).
+fn good_for(c: &Credentials, margin: Duration) -> bool {
+    c.expiry().is_none_or(|at| {
+        at.duration_since(SystemTime::now())
+            .is_ok_and(|left| left > margin)
+    })
+}
+
 /// ElastiCache IAM tokens for one user on one cache, signed with `credentials`.
 #[derive(Clone)]
 pub struct IamTokens {
@@ -149,7 +168,7 @@ pub struct IamTokens {
     region: String,
     credentials: SharedCredentialsProvider,
     /// The last credentials fetched, shared by every clone (every connection).
-    cached: std::sync::Arc<tokio::sync::Mutex<Option<Credentials>>>,
+    cached: std::sync::Arc<tokio::sync::Mutex<Cached>>,
     renew: Duration,
 }
 
@@ -198,26 +217,55 @@ impl IamTokens {
     }
 
     /// The credentials to sign with: the cached ones while they are good for another
-    /// [`crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE`], else fetched anew.
+    /// [`crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE`], else fetched anew (bounded by
+    /// [`crate::policy::IAM_CREDENTIALS_TIMEOUT`]). A fetch that fails or hangs leaves the
+    /// cached credentials in use while they are good for
+    /// [`crate::policy::IAM_CREDENTIALS_MIN_LEFT`] more; no fetch is tried again within
+    /// [`crate::policy::IAM_CREDENTIALS_RETRY_AFTER`] of a failed one.
     async fn credentials(&self) -> Result<Credentials, String> {
-        let mut cached = self.cached.lock().await;
-        let fresh = |c: &Credentials| {
-            c.expiry().is_none_or(|at| {
-                at.duration_since(SystemTime::now())
-                    .is_ok_and(|left| left > crate::policy::IAM_CREDENTIALS_REFRESH_BEFORE)
-            })
+        use crate::policy::{
+            IAM_CREDENTIALS_MIN_LEFT, IAM_CREDENTIALS_REFRESH_BEFORE, IAM_CREDENTIALS_RETRY_AFTER,
+            IAM_CREDENTIALS_TIMEOUT,
         };
-        if let Some(c) = cached.as_ref().filter(|c| fresh(c)) {
+        let mut cached = self.cached.lock().await;
+        let usable = |c: &Cached| {
+            c.credentials
+                .clone()
+                .filter(|c| good_for(c, IAM_CREDENTIALS_MIN_LEFT))
+        };
+        if let Some(c) = cached
+            .credentials
+            .as_ref()
+            .filter(|c| good_for(c, IAM_CREDENTIALS_REFRESH_BEFORE))
+        {
             return Ok(c.clone());
         }
-        let c = self.credentials.provide_credentials().await.map_err(|e| {
-            format!(
+        if let Some((at, reason)) = &cached.failed
+            && at.elapsed() < IAM_CREDENTIALS_RETRY_AFTER
+        {
+            return usable(&cached).ok_or_else(|| reason.clone());
+        }
+        let fetched =
+            tokio::time::timeout(IAM_CREDENTIALS_TIMEOUT, self.credentials.provide_credentials()).await;
+        let reason = match fetched {
+            Ok(Ok(c)) => {
+                *cached = Cached {
+                    credentials: Some(c.clone()),
+                    failed: None,
+                };
+                return Ok(c);
+            }
+            Ok(Err(e)) => format!(
                 "no AWS credentials to sign an IAM token with ({})",
                 with_sources(&e)
-            )
-        })?;
-        *cached = Some(c.clone());
-        Ok(c)
+            ),
+            Err(_) => format!(
+                "no AWS credentials to sign an IAM token with (the provider did not answer in {} ms)",
+                IAM_CREDENTIALS_TIMEOUT.as_millis()
+            ),
+        };
+        cached.failed = Some((std::time::Instant::now(), reason.clone()));
+        usable(&cached).ok_or(reason)
     }
 
     /// A token signed now with the current credentials.

@@ -143,8 +143,14 @@ fn tls_failure(e: &redis::RedisError) -> Option<RedisFailure> {
 /// A failure to make an IAM token (no credentials, no region), which reaches us as an I/O
 /// failure of the connection (see [`crate::redis_auth`]).
 fn token_failure(e: &redis::RedisError) -> Option<RedisFailure> {
-    let text = format!("{e} {}", e.detail().unwrap_or(""));
-    let at = text.find(crate::redis_auth::IAM_TOKEN_FAILURE)?;
+    let marker = crate::redis_auth::IAM_TOKEN_FAILURE;
+    // The detail when it holds the text (a cluster's error repeats it in its own), else
+    // the whole text.
+    let text = match e.detail() {
+        Some(d) if d.contains(marker) => d.to_owned(),
+        _ => e.to_string(),
+    };
+    let at = text.find(marker)?;
     let reason: String = text[at..].chars().take(240).collect();
     Some(RedisFailure::Auth(format!(
         "{reason}; check the function's role and AWS_REGION (REDIS_IAM_CACHE_NAME)"

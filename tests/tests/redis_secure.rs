@@ -348,6 +348,13 @@ fn redis_security_variables_are_checked_together() {
         ("REDIS_USERNAME", "lawsync-iam"),
     ])
     .expect("IAM config");
+    // A scheme in capitals is the same scheme.
+    let upper = config(&[
+        ("REDIS_URL", "REDISS://127.0.0.1:7394,REDISS://127.0.0.1:7395"),
+        ("REDIS_CA_FILE", &ca),
+    ])
+    .expect("REDISS:// is rediss://");
+    assert!(upper.redis.tls());
     assert_eq!(
         iam.redis.auth,
         RedisAuth::Iam {
@@ -555,6 +562,10 @@ async fn iam_tokens_are_renewed_for_every_connection() {
 #[derive(Debug, Default, Clone)]
 struct Switchable {
     failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Never answers while set.
+    hanging: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Seconds the credentials it hands out are good for (0: 60).
+    life_s: std::sync::Arc<std::sync::atomic::AtomicU64>,
     asked: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
@@ -565,6 +576,13 @@ impl aws_credential_types::provider::ProvideCredentials for Switchable {
     {
         use std::sync::atomic::Ordering;
         self.asked.fetch_add(1, Ordering::Relaxed);
+        if self.hanging.load(Ordering::Relaxed) {
+            return aws_credential_types::provider::future::ProvideCredentials::new(std::future::pending());
+        }
+        let life = match self.life_s.load(Ordering::Relaxed) {
+            0 => 60,
+            s => s,
+        };
         aws_credential_types::provider::future::ProvideCredentials::ready(
             if self.failing.load(Ordering::Relaxed) {
                 Err(
@@ -577,7 +595,7 @@ impl aws_credential_types::provider::ProvideCredentials for Switchable {
                     "AKIDLAWSYNCEXAMPLE",
                     "secret",
                     None,
-                    Some(std::time::SystemTime::now() + Duration::from_secs(60)),
+                    Some(std::time::SystemTime::now() + Duration::from_secs(life)),
                     "switchable",
                 ))
             },
@@ -618,6 +636,8 @@ async fn iam_connections_authenticate_as_the_user_and_heal_after_a_credentials_o
         lawsync::config::RedisMode::Cluster,
     ] {
         let switch = Switchable::default();
+        // Good for 20 s only: too short to fall back on once the provider fails.
+        switch.life_s.store(20, Ordering::Relaxed);
         let provider = aws_credential_types::provider::SharedCredentialsProvider::new(switch.clone());
         let tokens = redis_auth::IamTokens::new(user, "lawsync-cache", true, "ap-northeast-2", provider);
         let mut cfg = Topology::SecureCluster.config();
@@ -690,4 +710,58 @@ async fn iam_connections_authenticate_as_the_user_and_heal_after_a_credentials_o
             switch.asked.load(Ordering::Relaxed)
         );
     }
+}
+
+#[tokio::test]
+async fn a_failed_or_hung_credentials_refresh_keeps_good_credentials_and_never_hangs() {
+    use std::sync::atomic::Ordering;
+    let asked = |s: &Switchable| s.asked.load(Ordering::Relaxed);
+    let switch = Switchable::default();
+    // Good for 200 s: inside the 5-minute refresh window, so every token asks again.
+    switch.life_s.store(200, Ordering::Relaxed);
+    let provider = aws_credential_types::provider::SharedCredentialsProvider::new(switch.clone());
+    let tokens = redis_auth::IamTokens::new("u", "c", true, "us-east-1", provider);
+    tokens.token().await.expect("first token");
+    assert_eq!(asked(&switch), 1);
+
+    // The endpoint blinks: the cached credentials, good for 200 s more, still sign.
+    switch.failing.store(true, Ordering::Relaxed);
+    tokens
+        .token()
+        .await
+        .expect("a failed refresh falls back to credentials still good");
+    assert_eq!(asked(&switch), 2);
+    // Within a second of a failure nobody asks again.
+    tokens.token().await.expect("still the cached ones");
+    assert_eq!(asked(&switch), 2, "asked again right after a failure");
+
+    // The endpoint hangs: bounded, then the cached credentials again.
+    switch.failing.store(false, Ordering::Relaxed);
+    switch.hanging.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let started = Instant::now();
+    let token = tokio::time::timeout(Duration::from_secs(10), tokens.token())
+        .await
+        .expect("a hung provider must not hang a token");
+    token.expect("cached credentials sign while the endpoint hangs");
+    let waited = started.elapsed();
+    eprintln!(
+        "a hung credentials endpoint held a token for {} ms",
+        waited.as_millis()
+    );
+    assert!(waited < Duration::from_secs(5));
+
+    // Credentials about to expire are never used past their life: with 10 s left and no
+    // fresh ones, there is no token, and the error says why.
+    let short = Switchable::default();
+    short.life_s.store(10, Ordering::Relaxed);
+    let provider = aws_credential_types::provider::SharedCredentialsProvider::new(short.clone());
+    let tokens = redis_auth::IamTokens::new("u", "c", true, "us-east-1", provider);
+    tokens.token().await.expect("first token");
+    short.failing.store(true, Ordering::Relaxed);
+    let err = tokens
+        .token()
+        .await
+        .expect_err("no credentials good for long enough");
+    assert!(err.contains("the test switched them off"), "{err}");
 }
