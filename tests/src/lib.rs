@@ -1,8 +1,10 @@
 //! Test kit of lawsync: real parts for black-box tests, never mocks of them.
 //!
 //! # Layout
-//! - [`servers`]: the Redis servers started by `scripts/test-redis.sh` (standalone and a
-//!   3-node cluster), a fresh key namespace per test, and connection helpers.
+//! - [`servers`]: the Redis servers started by `scripts/test-redis.sh` (standalone, a
+//!   3-node cluster, and a TLS-only cluster with an ACL user and a replica per primary), a
+//!   fresh key namespace per test, connection helpers, and detail jobs parked as a test's
+//!   starting state.
 //! - [`upstream`]: a real HTTP/1.1 server on `127.0.0.1:0` that plays law.go.kr from a
 //!   script of replies, including broken ones, and records what it was sent.
 //! - [`lookalike`]: a law.go.kr look-alike over a synthetic corpus that enforces the rate

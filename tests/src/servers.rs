@@ -491,3 +491,22 @@ pub async fn settle_gate(conn: &mut RedisConn, key: &str) {
         .await
         .expect("HSET gate state");
 }
+
+/// Parks one detail job per id in `queue`, as a test's starting state (error "seeded").
+pub async fn park_details<I, S>(queue: &lawsync::queue::RetryQueue, ids: I)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    use lawsync::queue::{ErrorNote, Job};
+    for id in ids {
+        queue
+            .enqueue(
+                &Job::detail(id.as_ref()),
+                None,
+                ErrorNote::now("seeded", "seeded", None),
+            )
+            .await
+            .expect("park a detail job");
+    }
+}

@@ -35,10 +35,12 @@ use lawsync::app::sqs::BatchSummary;
 use lawsync::documents::S3Documents;
 use lawsync::keys::QueueKeys;
 use lawsync::local_events::{EventLine, LocalEvent};
-use lawsync::queue::{Backoff, ErrorNote, Job, JobKind, RetryQueue};
+use lawsync::queue::{Backoff, Job, JobKind, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeConfig, Precedent};
-use lawsync_tests::servers::{LawsyncEnv, Topology, create_queues, moto_sdk, unique_env, unique_oc};
+use lawsync_tests::servers::{
+    LawsyncEnv, Topology, create_queues, moto_sdk, park_details, unique_env, unique_oc,
+};
 use serde_json::{Value, json};
 
 const OC: &str = "oc-SECRET-crash4417";
@@ -622,21 +624,10 @@ async fn kill_the_drainer(kills: usize, valid_jobs: usize, lease_expiry_percent:
     for (i, p) in corpus.iter().enumerate() {
         if i % 50 == 7 {
             let id = format!("bad-{i}");
-            let job = Job::detail(&id);
-            bad.insert(job.id());
-            queue
-                .enqueue(&job, None, ErrorNote::now("seeded", "seeded", None))
-                .await
-                .expect("enqueue");
+            bad.insert(Job::detail(&id).id());
+            park_details(&queue, [id]).await;
         }
-        queue
-            .enqueue(
-                &Job::detail(&p.id.to_string()),
-                None,
-                ErrorNote::now("seeded", "seeded", None),
-            )
-            .await
-            .expect("enqueue");
+        park_details(&queue, [p.id.to_string()]).await;
     }
     let by_job: BTreeMap<String, &Precedent> = corpus
         .iter()

@@ -192,15 +192,21 @@ async fn a_stop_during_after_pass_frees_the_lock_within_the_grace() {
         cfg: cfg(false),
         hooks: lambda_hooks(&rx),
     };
+    stop_when_entered(&handler.entered, &tx, &r, d).await;
+}
+
+/// Runs `d`, stops it once `entered` is notified, and checks what Lambda's exit at the grace
+/// (lambda.rs: `idle_within(SHUTDOWN_GRACE)`, then `exit(0)`) would leave: the run over
+/// within the grace and the lock free.
+async fn stop_when_entered(entered: &Notify, tx: &watch::Sender<bool>, r: &Rig, d: Drainer<'_>) {
     let run = async {
         let report = d.run(Deadline::after(Duration::from_secs(120))).await;
         (report, Instant::now())
     };
     let signal = async {
-        handler.entered.notified().await;
+        entered.notified().await;
         let at = Instant::now();
         tx.send_replace(true);
-        // Where Lambda's process has exited (lambda.rs: idle_within(SHUTDOWN_GRACE), exit(0)).
         tokio::time::sleep(SHUTDOWN_GRACE).await;
         let ttl = r.lock.holder_ttl().await.expect("ttl");
         (at, ttl)
@@ -263,24 +269,7 @@ async fn a_stop_during_the_alert_delivery_frees_the_lock_within_the_grace() {
         cfg: cfg(true),
         hooks: lambda_hooks(&rx),
     };
-    let run = async {
-        let report = d.run(Deadline::after(Duration::from_secs(120))).await;
-        (report, Instant::now())
-    };
-    let signal = async {
-        sink.entered.notified().await;
-        let at = Instant::now();
-        tx.send_replace(true);
-        tokio::time::sleep(SHUTDOWN_GRACE).await;
-        let ttl = r.lock.holder_ttl().await.expect("ttl");
-        (at, ttl)
-    };
-    let ((report, ended), (signalled, ttl_at_exit)) = tokio::join!(run, signal);
-    passes(report);
-    let took = ended.duration_since(signalled);
-    eprintln!("run ended {took:?} after the stop; lock TTL at the exit: {ttl_at_exit:?}");
-    assert_eq!(ttl_at_exit, None, "the lock outlived the process");
-    assert!(took < SHUTDOWN_GRACE, "the run took {took:?} to stop");
+    stop_when_entered(&sink.entered, &tx, &r, d).await;
 }
 
 // ------------------------------------------------------------------------------------------

@@ -11,12 +11,12 @@
 
 use std::time::{Duration, Instant};
 
-use lawsync::queue::{Backoff, ErrorNote, Job, RetryQueue};
+use lawsync::queue::{Backoff, RetryQueue};
 use lawsync::{Namespace, RedisConn};
 use lawsync_tests::lookalike::{Fault, Injection, Lookalike, LookalikeConfig, Precedent};
 use lawsync_tests::runtime_api::{Bootstrap, Outcome, RuntimeApi};
 use lawsync_tests::servers::{
-    LawsyncEnv, Topology, create_queues, dead_port, moto_sdk, unique_env, unique_oc,
+    LawsyncEnv, Topology, create_queues, dead_port, moto_sdk, park_details, unique_env, unique_oc,
 };
 use serde_json::{Value, json};
 
@@ -346,16 +346,7 @@ async fn search_takes_the_schedules_messages_and_the_drainer_the_schedulers_even
     // The drainer, on the schedule's event, over parked detail work.
     let queue = due_at_once(&rig);
     let ps = precedents(&rig.up, 2);
-    for p in &ps {
-        queue
-            .enqueue(
-                &Job::detail(&p.id.to_string()),
-                None,
-                ErrorNote::now("seeded", "seeded", None),
-            )
-            .await
-            .expect("enqueue");
-    }
+    park_details(&queue, ps.iter().map(|p| p.id.to_string())).await;
     let api2 = RuntimeApi::start().await;
     let drainer = Bootstrap::start("drainer", &rig.env, &api2);
     let id = api2.invoke("drainer", scheduler_event(), Duration::from_secs(8));
@@ -449,16 +440,7 @@ async fn sigterm_mid_drain_hands_back_the_lock_and_the_leases() {
     let rig = rig("rt-sigterm").await;
     let queue = due_at_once(&rig);
     let ps = precedents(&rig.up, 30);
-    for p in &ps {
-        queue
-            .enqueue(
-                &Job::detail(&p.id.to_string()),
-                None,
-                ErrorNote::now("seeded", "seeded", None),
-            )
-            .await
-            .expect("enqueue");
-    }
+    park_details(&queue, ps.iter().map(|p| p.id.to_string())).await;
     // law.go.kr slow to answer: a call in flight when the signal comes.
     rig.up.inject(Injection {
         endpoint: Some("detail".into()),
