@@ -255,14 +255,14 @@ fn redis_security(env: &Env<'_>, redis: &mut RedisConfig) -> Result<(), ConfigEr
             }
             let Some(user_id) = username else {
                 return Err(bad(
-                    "REDIS_USERNAME",
-                    "missing: IAM authentication (REDIS_IAM_CACHE_NAME) signs a token for an ElastiCache user; set REDIS_USERNAME to its user id",
+                    "REDIS_IAM_CACHE_NAME",
+                    "needs REDIS_USERNAME: an IAM token is signed for one ElastiCache user; set REDIS_USERNAME to its user id",
                 ));
             };
             if !redis.tls() {
                 return Err(bad(
-                    "REDIS_URL",
-                    "must be rediss:// with IAM authentication (ElastiCache accepts IAM tokens over TLS only)",
+                    "REDIS_IAM_CACHE_NAME",
+                    "needs a rediss:// REDIS_URL: ElastiCache accepts IAM tokens over TLS only",
                 ));
             }
             RedisAuth::Iam {

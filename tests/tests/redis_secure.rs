@@ -301,8 +301,8 @@ fn redis_security_variables_are_checked_together() {
         ),
         (
             vec![("REDIS_URL", &secure), ("REDIS_IAM_CACHE_NAME", "my-cache")],
-            "REDIS_USERNAME",
-            "user id",
+            "REDIS_IAM_CACHE_NAME",
+            "needs REDIS_USERNAME",
         ),
         (
             vec![
@@ -319,8 +319,8 @@ fn redis_security_variables_are_checked_together() {
                 ("REDIS_IAM_CACHE_NAME", "c"),
                 ("REDIS_USERNAME", "u"),
             ],
-            "REDIS_URL",
-            "rediss://",
+            "REDIS_IAM_CACHE_NAME",
+            "needs a rediss:// REDIS_URL",
         ),
         (
             vec![
