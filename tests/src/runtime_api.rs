@@ -455,6 +455,8 @@ pub fn lambda_vars(function: &str, api: &RuntimeApi) -> Vec<(String, String)> {
 pub struct Bootstrap {
     child: tokio::process::Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// The tasks reading stdout and stderr; each ends when its pipe closes.
+    readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Bootstrap {
@@ -477,24 +479,54 @@ impl Bootstrap {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().expect("stdout");
         let err = child.stderr.take().expect("stderr");
-        for stream in [
+        let readers = [
             Box::new(out) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
             Box::new(err),
-        ] {
+        ]
+        .into_iter()
+        .map(|stream| {
             let lines = lines.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stream).lines();
                 while let Ok(Some(line)) = reader.next_line().await {
                     lines.lock().expect("lines").push(line);
                 }
-            });
+            })
+        })
+        .collect();
+        Self {
+            child,
+            lines,
+            readers,
         }
-        Self { child, lines }
     }
 
     /// Every line written so far, stdout and stderr interleaved as read.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().expect("lines").clone()
+    }
+
+    /// Waits up to `within` for the lines read so far to satisfy `done`, and returns them
+    /// (satisfied or not, for the caller's assertion to show). The process writes a line
+    /// before it answers the Runtime API, but this side reads its pipes on their own tasks:
+    /// an answer can arrive before the lines written ahead of it have been read.
+    pub async fn lines_when(&self, within: Duration, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            let lines = self.lines();
+            if done(&lines) || tokio::time::Instant::now() >= until {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits up to `within` until a line containing `text` has been read; whether one was.
+    pub async fn saw(&self, text: &str, within: Duration) -> bool {
+        self.lines_when(within, |ls| ls.iter().any(|l| l.contains(text)))
+            .await
+            .iter()
+            .any(|l| l.contains(text))
     }
 
     /// The lines so far, joined.
@@ -514,8 +546,11 @@ impl Bootstrap {
     /// Waits up to `within` for the process to exit.
     pub async fn exit_within(&mut self, within: Duration) -> Option<ExitStatus> {
         let status = tokio::time::timeout(within, self.child.wait()).await.ok()?.ok();
-        // Let the readers take the last lines.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Read to the end of both pipes, so every line the process wrote is in `lines`.
+        // (A child of its own holding a pipe open would keep it open: bounded.)
+        for reader in &mut self.readers {
+            let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+        }
         status
     }
 

@@ -121,6 +121,25 @@ fn log_lines_of(bootstrap: &Bootstrap, request_id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Waits until `count` EMF lines have been read from `bootstrap`. A handler writes its
+/// metrics line last, just before it answers, so once it is read every line the
+/// invocation wrote before it has been read too (they share stdout, read in order).
+async fn read_through_metrics(bootstrap: &Bootstrap, count: usize) {
+    let emf = |ls: &[String]| {
+        ls.iter()
+            .filter(|l| l.starts_with('{') && l.contains("\"_aws\""))
+            .count()
+    };
+    let lines = bootstrap
+        .lines_when(Duration::from_secs(10), |ls| emf(ls) >= count)
+        .await;
+    assert!(
+        emf(&lines) >= count,
+        "{count} metrics lines expected:\n{}",
+        lines.join("\n")
+    );
+}
+
 fn emf_lines(bootstrap: &Bootstrap) -> Vec<Value> {
     bootstrap
         .json_lines()
@@ -188,6 +207,7 @@ async fn detail_takes_sqs_batches_and_answers_as_sqs_reads_them() {
         .expect("an answer")
         .response();
     assert!(api.wait_polls(3, Duration::from_secs(5)).await);
+    read_through_metrics(&fun, 2).await;
 
     let lines = log_lines_of(&fun, &first);
     assert!(
@@ -298,6 +318,7 @@ async fn search_takes_the_schedules_messages_and_the_drainer_the_schedulers_even
         "{}",
         search.output()
     );
+    read_through_metrics(&search, 1).await;
     let started = log_lines_of(&search, &id)
         .into_iter()
         .filter(|l| l["message"] == "schedule: run started")
@@ -550,6 +571,7 @@ async fn lambdas_log_controls_are_honoured() {
         .await
         .expect("answer")
         .response();
+    read_through_metrics(&fun, 1).await;
     let out = fun.output();
     assert!(!out.contains("batch done"), "an INFO line at WARN:\n{out}");
     let text_lines: Vec<&str> = out.lines().filter(|l| !l.starts_with('{')).collect();
@@ -573,5 +595,6 @@ async fn lambdas_log_controls_are_honoured() {
         .await
         .expect("answer")
         .response();
+    read_through_metrics(&fun, 1).await;
     assert!(fun.output().contains("batch done"), "{}", fun.output());
 }
