@@ -217,6 +217,25 @@ pub async fn start(function: &'static str, alerts: bool) -> Option<Started> {
     })
 }
 
+/// One SQS invocation of the `search` or `detail` function: the batch handled within the
+/// invocation's deadline (`deadline_ms`, epoch ms, as the Runtime API gives it), its
+/// summary logged and its metrics line written, the partial batch response returned. A
+/// SIGTERM arriving meanwhile waits, within its grace, for the metrics line.
+pub async fn sqs_invocation(
+    started: &Started,
+    kind: crate::app::sqs::MessageKind,
+    batch: aws_lambda_events::event::sqs::SqsEvent,
+    deadline_ms: u64,
+) -> aws_lambda_events::event::sqs::SqsBatchResponse {
+    let _busy = started.deps.shutdown.as_ref().map(Shutdown::busy);
+    let deadline = crate::Deadline::from_epoch_millis(deadline_ms, std::time::SystemTime::now());
+    let (response, summary) = crate::app::sqs::handle_batch(&started.deps, kind, batch, deadline).await;
+    tracing::info!(?summary, "batch done");
+    started.metrics.batch(&summary);
+    started.metrics.flush();
+    response
+}
+
 /// The stop signal a SIGTERM sets, and the count of runs that must end before the process
 /// exits. Clone it freely.
 #[derive(Debug, Clone)]

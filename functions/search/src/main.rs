@@ -1,13 +1,11 @@
 //! The `search` Lambda function: SQS batches of search messages in, a partial batch response out.
-//! Wiring only; the work is [`lawsync::app::sqs::handle_batch`].
+//! Wiring only; the work is [`lawsync::lambda::sqs_invocation`].
 
 use std::process::ExitCode;
-use std::time::SystemTime;
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use lawsync::Deadline;
-use lawsync::app::sqs::{MessageKind, handle_batch};
+use lawsync::app::sqs::MessageKind;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -15,16 +13,10 @@ async fn main() -> ExitCode {
     let Some(started) = lawsync::lambda::start("search", false).await else {
         return ExitCode::FAILURE;
     };
-    let (deps, metrics) = (&started.deps, &started.metrics);
+    let started = &started;
     let run = lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // A SIGTERM waits (within its grace) for the invocation to write its metrics line.
-        let _busy = deps.shutdown.as_ref().map(lawsync::lambda::Shutdown::busy);
-        let deadline = Deadline::from_epoch_millis(event.context.deadline, SystemTime::now());
-        let (response, summary): (SqsBatchResponse, _) =
-            handle_batch(deps, MessageKind::Search, event.payload, deadline).await;
-        tracing::info!(?summary, "batch done");
-        metrics.batch(&summary);
-        metrics.flush();
+        let (batch, deadline) = (event.payload, event.context.deadline);
+        let response = lawsync::lambda::sqs_invocation(started, MessageKind::Search, batch, deadline).await;
         Ok::<_, Error>(response)
     }));
     lawsync::lambda::exit(run.await)
