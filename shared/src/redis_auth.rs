@@ -80,12 +80,11 @@ impl RedisCredentials {
     /// Resolves `cfg.auth`: fetches a password from Secrets Manager, or checks that `sdk`
     /// can sign IAM tokens (credentials and a region) by making one.
     pub async fn resolve(cfg: &RedisConfig, sdk: &aws_config::SdkConfig) -> Result<Self, AuthError> {
+        if let Some(held) = Self::without_aws(cfg) {
+            return Ok(held);
+        }
         match &cfg.auth {
-            RedisAuth::Url => Ok(RedisCredentials::Url),
-            RedisAuth::Password { username, password } => Ok(RedisCredentials::Password {
-                username: username.clone(),
-                password: password.clone(),
-            }),
+            RedisAuth::Url | RedisAuth::Password { .. } => unreachable!("held without AWS"),
             RedisAuth::SecretArn { username, arn } => {
                 let password = crate::secrets::fetch(sdk, arn, "REDIS_AUTH_SECRET_ARN", "password").await?;
                 Ok(RedisCredentials::Password {
