@@ -199,30 +199,63 @@ def check_s3(name, props, table):
     return problems
 
 
-def s3_elsewhere(resources):
-    """Any Allow of an S3 action outside the functions' Policies (an AWS::IAM::Policy on a
-    function's role, an Allow in the bucket policy): it would grant past the check."""
-    problems = []
+def allow_statements(resources, functions=True):
+    """Every Allow statement anywhere in the resources' properties, as (resource name,
+    statement); without the functions' own (their Policies) when `functions` is False."""
 
     def walk(name, node):
         if isinstance(node, list):
             for x in node:
-                walk(name, x)
+                yield from walk(name, x)
         elif isinstance(node, dict):
             if node.get("Effect") == "Allow":
-                for a in as_list(node.get("Action", node.get("NotAction", []))):
-                    if isinstance(a, str) and (a == "*" or a.lower().startswith("s3:")):
-                        problems.append(f"{name}: allows {a} outside the functions' Policies, past the layout.rs check")
+                yield name, node
             for v in node.values():
-                walk(name, v)
+                yield from walk(name, v)
 
     for name, res in resources.items():
-        if res.get("Type") != "AWS::Serverless::Function":
-            walk(name, res.get("Properties", {}))
-    return problems
+        if functions or res.get("Type") != "AWS::Serverless::Function":
+            yield from walk(name, res.get("Properties", {}))
+
+
+def allowed_actions(statement):
+    """The actions an Allow grants, as strings; an Allow by NotAction grants all but a few,
+    so it counts as '*'."""
+    if "NotAction" in statement:
+        return ["*"]
+    return [a for a in as_list(statement.get("Action", [])) if isinstance(a, str)]
+
+
+def s3_elsewhere(resources):
+    """Any Allow of an S3 action outside the functions' Policies (an AWS::IAM::Policy on a
+    function's role, an Allow in the bucket policy): it would grant past the check."""
+    return [
+        f"{name}: allows {a} outside the functions' Policies, past the layout.rs check"
+        for name, st in allow_statements(resources, functions=False)
+        for a in allowed_actions(st)
+        if a == "*" or a.lower().startswith("s3:")
+    ]
 
 
 ELASTICACHE_KINDS = ("serverlesscache:", "replicationgroup:", "user:")
+
+
+def arn_texts(r):
+    """The ARN strings a Resource names: each branch of an Fn::If, each item of a list,
+    an Fn::Sub's template; anything else as its JSON."""
+    if isinstance(r, dict) and "Fn::If" in r:
+        for branch in r["Fn::If"][1:]:
+            yield from arn_texts(branch)
+    elif isinstance(r, list):
+        for x in r:
+            yield from arn_texts(x)
+    elif isinstance(r, str):
+        yield r
+    elif isinstance(r, dict) and "Fn::Sub" in r:
+        sub = r["Fn::Sub"]
+        yield sub if isinstance(sub, str) else sub[0]
+    else:
+        yield json.dumps(r)
 
 
 def check_elasticache(resources):
@@ -230,50 +263,18 @@ def check_elasticache(resources):
     elasticache:Connect, and only on named caches and users (never '*', never a wildcard
     name)."""
     problems = []
-
-    def text(r):
-        if isinstance(r, str):
-            return r
-        if isinstance(r, dict) and "Fn::Sub" in r:
-            sub = r["Fn::Sub"]
-            return sub if isinstance(sub, str) else sub[0]
-        if isinstance(r, dict) and "Fn::If" in r:
-            return None  # both branches are walked below
-        return json.dumps(r)
-
-    def resources_of(r):
-        if isinstance(r, dict) and "Fn::If" in r:
-            for branch in r["Fn::If"][1:]:
-                yield from resources_of(branch)
-        elif isinstance(r, list):
-            for x in r:
-                yield from resources_of(x)
-        else:
-            yield r
-
-    def walk(name, node):
-        if isinstance(node, list):
-            for x in node:
-                walk(name, x)
-        elif isinstance(node, dict):
-            if node.get("Effect") == "Allow":
-                actions = [a for a in as_list(node.get("Action", [])) if isinstance(a, str)]
-                cache_actions = [a for a in actions if a == "*" or a.lower().startswith("elasticache:")]
-                for a in cache_actions:
-                    if a != "elasticache:Connect":
-                        problems.append(f"{name}: allows {a}; lawsync needs elasticache:Connect only")
-                if "elasticache:Connect" in cache_actions:
-                    for r in resources_of(node.get("Resource")):
-                        t = text(r) or ""
-                        arn_tail = t.rsplit(":elasticache:", 1)[-1]
-                        kind_ok = any(k in arn_tail for k in ELASTICACHE_KINDS)
-                        if "*" in t or not kind_ok:
-                            problems.append(f"{name}: elasticache:Connect on {t[:80]}: name the cache and the user")
-            for v in node.values():
-                walk(name, v)
-
-    for name, res in resources.items():
-        walk(name, res.get("Properties", {}))
+    for name, st in allow_statements(resources):
+        cache_actions = [a for a in allowed_actions(st) if a == "*" or a.lower().startswith("elasticache:")]
+        problems += [
+            f"{name}: allows {a}; lawsync needs elasticache:Connect only"
+            for a in cache_actions
+            if a != "elasticache:Connect"
+        ]
+        if "elasticache:Connect" in cache_actions:
+            for t in arn_texts(st.get("Resource")):
+                kind_ok = any(k in t.rsplit(":elasticache:", 1)[-1] for k in ELASTICACHE_KINDS)
+                if "*" in t or not kind_ok:
+                    problems.append(f"{name}: elasticache:Connect on {t[:80]}: name the cache and the user")
     return problems
 
 

@@ -39,6 +39,7 @@ broken=(
   "a schedule kind the search function does not know|s/\"schedule\":\"sweep\"/\"schedule\":\"weekly\"/"
   "elasticache:Connect on every cache|s/serverlesscache:lawsync-\${Env}'/serverlesscache:*'/"
   "an ElastiCache action beyond Connect|s/Action: elasticache:Connect/Action: elasticache:*/"
+  "an Allow by NotAction on the cache|s/Action: elasticache:Connect/NotAction: s3:GetObject/"
   "a schedule Input that is not JSON|s/\"at\":\"<aws.scheduler.scheduled-time>\"}'/\"at\":<aws.scheduler.scheduled-time>}'/"
 )
 tmp=$(mktemp -d)
