@@ -521,14 +521,6 @@ impl Bootstrap {
         }
     }
 
-    /// Waits up to `within` until a line containing `text` has been read; whether one was.
-    pub async fn saw(&self, text: &str, within: Duration) -> bool {
-        self.lines_when(within, |ls| ls.iter().any(|l| l.contains(text)))
-            .await
-            .iter()
-            .any(|l| l.contains(text))
-    }
-
     /// The lines so far, joined.
     pub fn output(&self) -> String {
         self.lines().join("\n")
