@@ -4,7 +4,11 @@
 # a secure cluster as ElastiCache Serverless presents itself: TLS only (certificates made
 # here by a CA of the run's own, naming 127.0.0.1 alone), an ACL user with a password
 # (the default user off), three primaries each with a replica.
-# State lives in .run/redis; `up` prints the environment the tests read.
+# State lives in .run/redis; `up` prints the environment the tests read. No server keeps
+# anything on disk (no snapshots, no append-only file, replicas load a full sync from the
+# socket), `up` clears each server's folder before starting it, and an `up` that fails
+# stops the servers it started, so any earlier run, failed or not, leaves nothing behind
+# that a later `up` could trip on.
 #   LAWSYNC_TEST_REDIS_PORT    standalone port (default 6391)
 #   LAWSYNC_TEST_CLUSTER_PORT  first cluster port (default 7391; uses three)
 #   LAWSYNC_TEST_SECURE_PORT   first secure cluster port (default 7394; uses six)
@@ -20,6 +24,18 @@ for i in 0 1 2 3 4 5; do secure_ports+=("$((secure_first + i))"); done
 tls=$dir/tls
 secure_user=lawsync
 
+# Nothing on disk: no snapshot points, no append-only file, and a replica loads its
+# primary's full sync from the socket (swapdb) instead of writing it to dump.rdb first.
+no_disk=(--save "" --appendonly no --repl-diskless-load swapdb)
+# Ports this `up` started, stopped again if it fails.
+started=()
+
+# A server's folder, emptied: a nodes.conf or dump.rdb left by an earlier run would make a
+# cluster node refuse to join ("Node ... is not empty").
+fresh_dir() { # port
+  rm -rf "${dir:?}/$1"; mkdir -p "$dir/$1"; started+=("$1")
+}
+
 need() { command -v "$1" >/dev/null || { echo "test-redis: $1 not found; install redis-server and redis-tools (apt-get install redis-server redis-tools)" >&2; exit 1; }; }
 
 start() { # port, extra args...
@@ -28,8 +44,8 @@ start() { # port, extra args...
     echo "test-redis: port $port is taken by another server; set LAWSYNC_TEST_REDIS_PORT / LAWSYNC_TEST_CLUSTER_PORT" >&2
     exit 1
   fi
-  mkdir -p "$dir/$port"
-  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no \
+  fresh_dir "$port"
+  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes "${no_disk[@]}" \
     --dir "$PWD/$dir/$port" --logfile "$PWD/$dir/$port/redis.log" --pidfile "$PWD/$dir/$port/redis.pid" "$@"
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "test-redis: redis on port $port did not start; see $dir/$port/redis.log" >&2; exit 1
@@ -63,8 +79,8 @@ start_secure() { # port
     echo "test-redis: port $port is taken by another server; set LAWSYNC_TEST_SECURE_PORT" >&2
     exit 1
   fi
-  mkdir -p "$dir/$port"; rm -f "$dir/$port/nodes.conf"
-  redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no \
+  fresh_dir "$port"
+  redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --daemonize yes "${no_disk[@]}" \
     --dir "$PWD/$dir/$port" --logfile "$PWD/$dir/$port/redis.log" --pidfile "$PWD/$dir/$port/redis.pid" \
     --tls-cert-file "$PWD/$tls/server.pem" --tls-key-file "$PWD/$tls/server.key" \
     --tls-ca-cert-file "$PWD/$tls/ca.pem" --tls-auth-clients no --tls-cluster yes --tls-replication yes \
@@ -87,29 +103,51 @@ cluster_ok() { # cli function, ports...
 
 plain_cli() { local port=$1; shift; redis-cli -p "$port" "$@"; }
 
-stop_ours() { # servers this script started earlier (their folder exists)
+# Whether the server answering on a port is the one this script started there: its
+# process id is the one in the port's pid file (a server of someone else's is left alone).
+ours() { # cli function, port
+  local pidfile=$dir/$2/redis.pid running
+  [ -f "$pidfile" ] || return 1
+  running=$($1 "$2" info server 2>/dev/null | sed -n 's/^process_id:\([0-9]*\).*/\1/p')
+  [ -n "$running" ] && [ "$running" = "$(cat "$pidfile")" ]
+}
+
+stop_ours() { # servers this script started earlier
   for p in "$standalone" "${cluster_ports[@]}"; do
-    if [ -d "$dir/$p" ] && redis-cli -p "$p" ping >/dev/null 2>&1; then
+    if ours plain_cli "$p"; then
       redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true
       for _ in $(seq 50); do redis-cli -p "$p" ping >/dev/null 2>&1 || break; sleep 0.1; done
     fi
   done
   [ -f "$tls/password" ] || return 0
   for p in "${secure_ports[@]}"; do
-    if [ -d "$dir/$p" ] && secure_cli "$p" ping >/dev/null 2>&1; then
+    if ours secure_cli "$p"; then
       secure_cli "$p" shutdown nosave >/dev/null 2>&1 || true
       for _ in $(seq 50); do secure_cli "$p" ping >/dev/null 2>&1 || break; sleep 0.1; done
     fi
   done
 }
 
+# After a failed `up`: the servers it started, by their pid files (never a server of
+# someone else's on one of our ports).
+stop_started() {
+  local pids=() pid
+  for p in "${started[@]}"; do
+    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) && kill "$pid" 2>/dev/null && pids+=("$pid")
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  done
+  echo "test-redis: up failed; stopped the ${#pids[@]} server(s) it had started" >&2
+}
+
 case "${1:-}" in
   up)
     need redis-server; need redis-cli; need openssl
     stop_ours
+    trap 'status=$?; [ $status = 0 ] || stop_started; exit $status' EXIT
     start "$standalone"
     for p in "${cluster_ports[@]}"; do
-      rm -f "$dir/$p/nodes.conf"
       start "$p" --cluster-enabled yes --cluster-config-file "$PWD/$dir/$p/nodes.conf" --cluster-node-timeout 2000
     done
     redis-cli --cluster create $(printf '127.0.0.1:%s ' "${cluster_ports[@]}") --cluster-replicas 0 --cluster-yes >"$dir/cluster-create.log" 2>&1 \
