@@ -4,6 +4,9 @@ SHELL := /bin/bash
 CARGO ?= cargo
 REDIS_ENV := .run/redis/env
 MOTO_ENV := .run/moto/env
+# Every AWS call the suites made, checked against the template's roles (infra/iam): denied
+# or unevaluated calls of a function fail the run.
+IAM_REPORT = (cd infra && ../.venv/bin/python -m iam.report "$$LAWSYNC_TEST_IAM_LOG")
 
 .PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost bench-mirror soak build lambda-build sam-build deploy logs deps demo fuzz help
 
@@ -63,7 +66,8 @@ test: lint lint-infra redis-up moto-up
 	@ARCH=$(HOST_ARCH) scripts/lambda-build.sh
 	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) test --workspace --locked || status=$$?; \
-	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
+	iam=0; $(IAM_REPORT) || iam=$$?; \
+	scripts/test-redis.sh down; scripts/test-moto.sh down; [ $$status != 0 ] || status=$$iam; exit $$status
 
 bench-gate: redis-up
 	@set -a; . $(REDIS_ENV); set +a; \
@@ -95,7 +99,8 @@ soak: redis-up moto-up
 	@set -a; . $(REDIS_ENV); . $(MOTO_ENV); set +a; \
 	status=0; $(CARGO) build --release --locked --workspace --bins && \
 	$(CARGO) test --release --locked --workspace -- --ignored --nocapture || status=$$?; \
-	scripts/test-redis.sh down; scripts/test-moto.sh down; exit $$status
+	iam=0; $(IAM_REPORT) || iam=$$?; \
+	scripts/test-redis.sh down; scripts/test-moto.sh down; [ $$status != 0 ] || status=$$iam; exit $$status
 
 # cargo-fuzz on the parsers (Retry-After, search/detail bodies, SQS messages, config values).
 fuzz:

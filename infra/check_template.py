@@ -4,6 +4,10 @@ Run with the project venv's python (cfn-lint's YAML loader reads the intrinsic t
     .venv/bin/python infra/check_template.py infra/template.yaml [--layout shared/src/mirror/layout.rs]
 Exits 1 with one line per broken rule, 2 when layout.rs cannot be read.
 
+The SQS rule: each function's role, as SAM's transform renders it, allows sqs:SendMessage
+on the search and the detail queue (see SENDS) and on no other queue; each schedule's role
+may send to its target and its dead-letter queue.
+
 The S3 rule: each function's policy grants exactly what the prefix table in
 shared/src/mirror/layout.rs says the code does (s3:GetObject on <prefix>* for a read
 prefix, s3:PutObject for a write prefix, s3:ListBucket on the bucket with an s3:prefix
@@ -16,11 +20,20 @@ from pathlib import Path
 
 from cfnlint.decode import decode
 
+from iam.policy import Unsupported, evaluate
+from iam.render import render
+
 SECRET_VARS = {"LAW_API_OC", "SLACK_WEBHOOK_URL"}
 LAYOUT = Path(__file__).resolve().parent.parent / "shared" / "src" / "mirror" / "layout.rs"
 BUCKET = "DocumentBucket"
 # The S3 action each column of the table stands for.
 ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "list": "s3:ListBucket"}
+# The queues each function sends to. Every function can run every job: a search or detail
+# handler works off retry-queue entries after its batch, and the drainer runs both kinds.
+# A search page sends detail messages and its next page; a detail job sends backfill work
+# met beside another run back to the detail queue, and a run it completes releases the
+# backfill's next windows to the search queue. So each sends to both, and to nothing else.
+SENDS = {fn: ("SearchQueue", "DetailQueue") for fn in ("SearchFunction", "DetailFunction", "DrainerFunction")}
 SCHEDULE_KINDS = {"daily", "sweep"}
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
@@ -312,6 +325,43 @@ def check_schedules(resources):
     return problems
 
 
+def check_sqs(path):
+    """Each function's role, rendered by SAM's transform, sends to exactly the queues SENDS
+    names; each schedule's role to its target and its dead-letter queue."""
+    try:
+        stack = render(path, {"Env": "dev"})
+    except Unsupported as e:
+        return [f"roles: the template's IAM cannot be rendered: {e}"]
+    problems = []
+    queues = {n for n, r in stack.resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    elsewhere = "arn:aws:sqs:ap-northeast-2:123456789012:another-stacks-queue"
+    for fn, wanted in sorted(SENDS.items()):
+        if fn not in stack.function_role:
+            problems.append(f"{fn}: no such function in the rendered template")
+            continue
+        policies = stack.policies_for(fn)
+        for q in sorted(queues | {elsewhere}):
+            arn = q if q == elsewhere else stack.arn(q)
+            allowed = evaluate(policies, "sqs:SendMessage", arn) == "allow"
+            if q in wanted and not allowed:
+                problems.append(f"{fn}: its role may not sqs:SendMessage to {q}, which the code sends to "
+                                f"(see SENDS in check_template.py)")
+            elif q not in wanted and allowed:
+                problems.append(f"{fn}: its role may sqs:SendMessage to {q.rsplit(':', 1)[-1]}, which the code never sends to")
+    for name, res in stack.resources.items():
+        if res["Type"] != "AWS::Scheduler::Schedule":
+            continue
+        target = stack.r.value(res["Properties"]["Target"])
+        role = stack.role_id(res["Properties"]["Target"]["RoleArn"], name)
+        dlq = target.get("DeadLetterConfig", {}).get("Arn")
+        for arn, what in ((target["Arn"], "its target"), (dlq, "its dead-letter queue")):
+            if not arn or ":sqs:" not in arn:
+                continue
+            if evaluate(stack.roles.get(role, []), "sqs:SendMessage", arn) != "allow":
+                problems.append(f"{name}: its role {role} may not sqs:SendMessage to {what} ({arn.rsplit(':', 1)[-1]})")
+    return problems
+
+
 def main(path, layout=LAYOUT):
     table = read_layout(layout)
     template, matches = decode(path)
@@ -355,6 +405,7 @@ def main(path, layout=LAYOUT):
     problems += s3_elsewhere(resources)
     problems += check_schedules(resources)
     problems += check_elasticache(resources)
+    problems += check_sqs(path)
     return problems
 
 

@@ -12,7 +12,8 @@ case "$gate" in shared|per-instance) ;; *) echo "demo: GATE must be shared or pe
 redis_port=${LAWSYNC_DEMO_REDIS_PORT:-6393}
 moto_port=${LAWSYNC_DEMO_MOTO_PORT:-5393}
 state=.run/demo-servers
-export LAWSYNC_TEST_MOTO_PORT=$moto_port LAWSYNC_TEST_MOTO_DIR=$state/moto
+# The demo's AWS calls are all an operator's (key "demo"): plain moto, no IAM gate.
+export LAWSYNC_TEST_MOTO_PORT=$moto_port LAWSYNC_TEST_MOTO_DIR=$state/moto LAWSYNC_TEST_MOTO_IAM=0
 
 scripts/install-deps.sh
 command -v cargo >/dev/null || { echo "demo: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }

@@ -13,6 +13,9 @@
 //! - [`mirror`]: a whole mirror driven by hand (look-alike, Redis, SQS and S3 on moto,
 //!   the handlers fed the queues' messages, duplicates on demand), and the JSON Schemas of
 //!   `docs/schema/` to validate what it stored.
+//! - [`stack`]: AWS as a deployed stack has it on the moto stand-in: the template's roles
+//!   (calls signed as one are refused unless its grants allow them), resources named as
+//!   the template names them, and the stand-in's record of every call.
 //! - [`runtime_api`]: a Lambda Runtime API (and the Extensions API's registration) on
 //!   loopback, and the functions' deployed `bootstrap` binaries run under it.
 //! - [`timeline`]: the demo's SVG chart and spacing figures.
@@ -38,5 +41,6 @@ pub mod lookalike;
 pub mod mirror;
 pub mod runtime_api;
 pub mod servers;
+pub mod stack;
 pub mod timeline;
 pub mod upstream;

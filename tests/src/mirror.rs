@@ -2,6 +2,11 @@
 //! "today" settable), Redis, SQS and S3 on moto (or a folder), and the functions' handlers
 //! fed the queues' messages as Lambda's event source mapping would, with duplicates on
 //! demand. Tests of what the mirror stores, skips and records build on it.
+//!
+//! On moto each function acts under its own role: its AWS calls are signed as
+//! `SearchFunction`, `DetailFunction` or `DrainerFunction` and refused unless the
+//! template grants them (see [`crate::stack`]); the schedules' messages are sent as their
+//! role, and the rig's own set-up and reading back as the harness.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +27,7 @@ use serde_json::json;
 
 use crate::lookalike::{Arrival, Lookalike, LookalikeConfig};
 use crate::servers::{Topology, moto_sdk, unique_env};
+use crate::stack::{Role, Stack, sdk_as};
 
 /// Where the rig keeps documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +109,14 @@ impl lawsync::app::outbox::Outbox for MemoryQueues {
 #[allow(missing_debug_implementations)] // holds the look-alike and the handlers' Deps
 pub struct MirrorRig {
     pub lookalike: Lookalike,
+    /// The search function's dependencies (Redis state is the same for all three).
     pub deps: Deps,
+    /// The detail function's.
+    pub detail_deps: Deps,
+    /// The drainer's.
+    pub drainer_deps: Deps,
+    /// Where the rig's queues and bucket are, named as the template names them.
+    pub stack: Stack,
     pub ns: Namespace,
     pub env: String,
     pub sqs: aws_sdk_sqs::Client,
@@ -245,10 +258,11 @@ impl MirrorRig {
         }
         let sdk = moto_sdk().await;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let stack = Stack::new(&env);
         let memory = (queues == Queues::Memory).then(|| Arc::new(MemoryQueues::default()));
         let [search_url, detail_url] = match memory {
             Some(_) => ["memory:search".to_owned(), "memory:detail".to_owned()],
-            None => crate::servers::create_queues(&sqs, &env).await.expect("queues"),
+            None => stack.create_queues(&sqs).await.expect("queues"),
         };
         let ns = Namespace::new(&env, "law-go-kr").expect("ns");
         let conn = Topology::Standalone.connect().await;
@@ -260,37 +274,48 @@ impl MirrorRig {
                 (Arc::new(LocalDir::new(dir.clone())), None, Some(dir))
             }
             Store::Bucket => {
-                let bucket = env.to_lowercase();
+                let bucket = stack.create_bucket(false).await.expect("create bucket");
                 let s3 = S3Documents::new(&sdk, bucket.clone());
-                let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast2)
-                    .build();
-                s3.client()
-                    .create_bucket()
-                    .bucket(&bucket)
-                    .create_bucket_configuration(location)
-                    .send()
-                    .await
-                    .expect("create bucket");
                 let client = s3.client().clone();
                 (Arc::new(s3), Some((client, bucket)), None)
             }
         };
-        let outbox: Arc<dyn lawsync::app::outbox::Outbox> = match &memory {
-            Some(m) => m.clone(),
-            None => Arc::new(SqsOutbox::new(
-                &sdk,
-                Some(search_url.clone()),
-                Some(detail_url.clone()),
-            )),
-        };
         let queue = RetryQueue::new(conn, &ns)
             .with_secret(Secret::new(&oc))
             .with_backoff(backoff);
-        let deps = Deps::assemble(cfg, law, queue, docs.clone(), outbox, ns.clone());
+        // Each function's store and outbox sign as its role; in a folder and in memory
+        // there is nothing to sign.
+        let mut per_role = Vec::new();
+        for role in Role::FUNCTIONS {
+            let role_sdk = sdk_as(role).await;
+            let docs: Arc<dyn DocumentStore> = match &s3 {
+                Some((_, bucket)) => Arc::new(S3Documents::new(&role_sdk, bucket.clone())),
+                None => docs.clone(),
+            };
+            let outbox: Arc<dyn lawsync::app::outbox::Outbox> = match &memory {
+                Some(m) => m.clone(),
+                None => Arc::new(SqsOutbox::new(
+                    &role_sdk,
+                    Some(search_url.clone()),
+                    Some(detail_url.clone()),
+                )),
+            };
+            per_role.push(Deps::assemble(
+                cfg.clone(),
+                law.clone(),
+                queue.clone(),
+                docs,
+                outbox,
+                ns.clone(),
+            ));
+        }
+        let [deps, detail_deps, drainer_deps]: [Deps; 3] = per_role.try_into().expect("three functions");
         Self {
             lookalike,
             deps,
+            detail_deps,
+            drainer_deps,
+            stack,
             ns,
             env,
             sqs,
@@ -334,8 +359,19 @@ impl MirrorRig {
             schedule,
             at: at.to_owned(),
         };
-        self.send(&self.search_url, &serde_json::to_string(&firing).expect("json"))
-            .await;
+        let body = serde_json::to_string(&firing).expect("json");
+        match &self.memory {
+            Some(_) => self.send(&self.search_url, &body).await,
+            None => {
+                aws_sdk_sqs::Client::new(&sdk_as(Role::SyncSchedule).await)
+                    .send_message()
+                    .queue_url(&self.search_url)
+                    .message_body(body)
+                    .send()
+                    .await
+                    .expect("the schedules' role sends to the search queue");
+            }
+        }
         firing.plan().expect("plan").run
     }
 
@@ -450,6 +486,16 @@ impl MirrorRig {
         panic!("the queues never emptied");
     }
 
+    /// One batch of `kind`'s queue handed to its function; false when the queue was empty.
+    pub async fn pump_queue(&self, kind: MessageKind) -> bool {
+        let got = self.take(kind).await;
+        if got.is_empty() {
+            return false;
+        }
+        self.handle(kind, &got).await;
+        true
+    }
+
     /// One batch from each queue (search first), as the functions would take them; false
     /// when both were empty.
     pub async fn pump_once(&self) -> bool {
@@ -468,10 +514,19 @@ impl MirrorRig {
         any
     }
 
+    /// The dependencies of the function `role` names.
+    pub fn deps_of(&self, role: Role) -> &Deps {
+        match role {
+            Role::Search | Role::SyncSchedule => &self.deps,
+            Role::Detail => &self.detail_deps,
+            Role::Drainer => &self.drainer_deps,
+        }
+    }
+
     /// Hands one batch to its function, as Lambda would; no message may go back to SQS.
     async fn handle(&self, kind: MessageKind, got: &[(String, String)]) {
         let (response, _) = handle_batch(
-            &self.deps,
+            self.deps_of(Role::handling(kind)),
             kind,
             event(got),
             Deadline::after(Duration::from_secs(60)),
@@ -499,7 +554,7 @@ impl MirrorRig {
 
     /// One scheduled drainer run of at most `passes` passes, alerts kept.
     pub async fn drain(&self, passes: u32) {
-        self.deps
+        self.drainer_deps
             .drain(
                 self.alerts.as_ref(),
                 Deadline::after(Duration::from_secs(60)),

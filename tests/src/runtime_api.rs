@@ -443,6 +443,12 @@ pub fn lambda_vars(function: &str, api: &RuntimeApi) -> Vec<(String, String)> {
         ("LAMBDA_TASK_ROOT", "/var/task".to_owned()),
         ("LAMBDA_RUNTIME_DIR", "/var/runtime".to_owned()),
         ("TZ", ":UTC".to_owned()),
+        // Lambda hands a function its role's credentials: on the moto stand-in, the key
+        // that makes its calls the role's (see `crate::stack`).
+        (
+            "AWS_ACCESS_KEY_ID",
+            crate::stack::Role::function(function).access_key().to_owned(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

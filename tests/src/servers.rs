@@ -392,6 +392,12 @@ impl LawsyncEnv {
         }
     }
 
+    /// Signs the process's AWS calls as `role`: the moto stand-in allows only what the
+    /// template grants it.
+    pub fn role(self, role: crate::stack::Role) -> Self {
+        self.set("AWS_ACCESS_KEY_ID", role.access_key())
+    }
+
     /// Sets `name`, replacing an earlier value.
     pub fn set(mut self, name: &str, value: impl Into<String>) -> Self {
         self.put(name, value);
@@ -433,20 +439,11 @@ impl LawsyncEnv {
     }
 }
 
-/// Creates the search and detail queues `{prefix}-search` and `{prefix}-detail`; returns
-/// their URLs in that order, or the AWS error code.
-pub async fn create_queues(sqs: &aws_sdk_sqs::Client, prefix: &str) -> Result<[String; 2], String> {
-    let mut urls = [String::new(), String::new()];
-    for (url, q) in urls.iter_mut().zip(["search", "detail"]) {
-        let out = sqs
-            .create_queue()
-            .queue_name(format!("{prefix}-{q}"))
-            .send()
-            .await
-            .map_err(|e| format!("create queue {prefix}-{q}: {}", lawsync::aws::aws_code(&e)))?;
-        *url = out.queue_url().unwrap_or_default().to_owned();
-    }
-    Ok(urls)
+/// Creates the search and detail queues of `app_env`'s stack (`lawsync-<Env>-search`,
+/// `lawsync-<Env>-detail`, see [`crate::stack::Stack`]); returns their URLs in that order,
+/// or the AWS error code.
+pub async fn create_queues(sqs: &aws_sdk_sqs::Client, app_env: &str) -> Result<[String; 2], String> {
+    crate::stack::Stack::new(app_env).create_queues(sqs).await
 }
 
 /// Visible plus in-flight messages of a queue, or the AWS error code.

@@ -1,15 +1,17 @@
 //! The backfill (issue 16): planned in month windows plus the undated hits, resumable after
 //! a crash without searching done windows again, held under its watermark, giving way to a
 //! daily run; bad requests named; no key anywhere. Real Redis, the look-alike, the
-//! functions' handlers over in-memory queues.
+//! functions' handlers over in-memory queues, and on SQS under the functions' roles.
 
 use std::collections::BTreeSet;
 
 use lawsync::app::backfill;
 use lawsync::app::schedule::ScheduleKind;
+use lawsync::app::sqs::MessageKind;
 use lawsync::queue::{ErrorNote, Job, JobKind};
-use lawsync_tests::backfill::{held, request, rig, status, wanted, window_states};
-use lawsync_tests::mirror::MirrorRig;
+use lawsync_tests::backfill::{TODAY, held, open_foreground, request, rig, status, wanted, window_states};
+use lawsync_tests::mirror::{MirrorRig, Queues, Store};
+use lawsync_tests::stack::{Role, calls_of};
 
 async fn pump_to_the_end(rig: &MirrorRig) {
     for _ in 0..20 {
@@ -317,4 +319,71 @@ async fn a_window_listing_too_many_hits_is_split_in_two_by_date() {
         .expect("status")
         .expect("backfill");
     assert_eq!(s.windows, 3, "the halves and the undated window: {}", s.text(0));
+}
+
+/// On SQS, under the functions' roles as the template grants them: the run the detail
+/// function completes releases the backfill's windows (their first pages sent to the
+/// search queue), and backfill work met beside another run is sent back to the detail
+/// queue to wait. Both sends are the detail function's; on AWS a refused send returns the
+/// message to SQS five times, then to the dead-letter queue, and the backfill stalls.
+#[tokio::test]
+async fn on_sqs_the_detail_function_releases_and_defers_backfill_work_under_its_role() {
+    let rig = MirrorRig::start_with(Store::Bucket, Queues::Sqs, 66, Some(TODAY)).await;
+    let first = rig
+        .sync(lawsync::law::SearchRequest {
+            from: "20261101".into(),
+            to: "20261130".into(),
+            ..Default::default()
+        })
+        .await;
+    // Planned behind the open sync run: nothing released yet.
+    let req = request("20260801", "20261031");
+    let planned = backfill::start(&rig.deps, &req).await.expect("start");
+    assert_eq!(planned.in_flight, 0, "{}", planned.text(0));
+    // The sync run's work, until the detail function records it and goes on with the backfill.
+    for _ in 0..200 {
+        rig.pump_queue(MessageKind::Search).await;
+        rig.pump_queue(MessageKind::Detail).await;
+        if rig.status(&first).await.recorded_ms.is_some() {
+            break;
+        }
+    }
+    assert!(
+        rig.status(&first).await.recorded_ms.is_some(),
+        "the sync run was never recorded"
+    );
+    let released = status(&rig).await;
+    assert!(
+        released.in_flight > 0,
+        "the run's record released no window: {}",
+        released.text(0)
+    );
+    // The backfill's first pages fan out; then another run opens while its details wait.
+    assert!(
+        rig.pump_queue(MessageKind::Search).await,
+        "no backfill page was sent"
+    );
+    open_foreground(&rig, "sync-20261130T010000000Z-0002").await;
+    assert!(
+        rig.pump_queue(MessageKind::Detail).await,
+        "no backfill detail was sent"
+    );
+    let sends: Vec<String> = calls_of(Role::Detail, &rig.stack)
+        .into_iter()
+        .filter(|c| c.operation == "SendMessageBatch")
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.outcome,
+                c.checks[0].resource.rsplit(':').next().unwrap_or_default()
+            )
+        })
+        .collect();
+    let search = format!("allowed {}", rig.stack.queue_name("search"));
+    let detail = format!("allowed {}", rig.stack.queue_name("detail"));
+    assert!(
+        sends.contains(&search) && sends.contains(&detail),
+        "the detail function's sends (release to the search queue, deferral to the detail queue): {sends:?}"
+    );
+    assert!(sends.iter().all(|s| s.starts_with("allowed")), "{sends:?}");
 }

@@ -41,6 +41,7 @@ use lawsync_tests::lookalike::{Arrival, Fault, Injection, Lookalike, LookalikeCo
 use lawsync_tests::servers::{
     LawsyncEnv, Topology, create_queues, moto_sdk, park_details, unique_env, unique_oc,
 };
+use lawsync_tests::stack::{Role, Stack};
 use serde_json::{Value, json};
 
 const OC: &str = "oc-SECRET-crash4417";
@@ -182,26 +183,11 @@ struct Rig {
 async fn rig(label: &str, upstream: &Lookalike, interval_ms: u64) -> Rig {
     let app_env = unique_env(label);
     let sdk = moto_sdk().await;
-    let bucket = app_env.to_lowercase();
+    let bucket = Stack::new(&app_env)
+        .create_bucket(true)
+        .await
+        .expect("versioned bucket");
     let s3 = S3Documents::new(&sdk, &bucket).client().clone();
-    let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
-        .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast2)
-        .build();
-    s3.create_bucket()
-        .bucket(&bucket)
-        .create_bucket_configuration(location)
-        .send()
-        .await
-        .expect("create bucket");
-    let versioning = aws_sdk_s3::types::VersioningConfiguration::builder()
-        .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
-        .build();
-    s3.put_bucket_versioning()
-        .bucket(&bucket)
-        .versioning_configuration(versioning)
-        .send()
-        .await
-        .expect("versioning on");
     let dir = std::env::temp_dir().join(format!("{app_env}-out"));
     std::fs::create_dir_all(&dir).expect("output folder");
     let env = LawsyncEnv::new(
@@ -228,12 +214,16 @@ async fn rig(label: &str, upstream: &Lookalike, interval_ms: u64) -> Rig {
 }
 
 impl Rig {
-    /// Starts `lawsync ARGS`, its stdout and stderr to files named by `tag`.
+    /// Starts `lawsync ARGS`, its stdout and stderr to files named by `tag`; `lawsync invoke
+    /// FUNCTION` signs its AWS calls as that function's role.
     fn spawn(&self, args: &[&str], tag: &str) -> tokio::process::Child {
         let file =
             |ext: &str| std::fs::File::create(self.dir.join(format!("{tag}.{ext}"))).expect("output file");
-        self.env
-            .command(args)
+        let env = match args {
+            ["invoke", function, ..] => self.env.clone().role(Role::function(function)),
+            _ => self.env.clone(),
+        };
+        env.command(args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(file("out")))
             .stderr(Stdio::from(file("err")))

@@ -24,6 +24,7 @@ use lawsync_tests::lookalike::{
     BODY_MARKER, Fault, Injection, Lookalike, LookalikeConfig, NO_MATCH, VERIFY_FAILED,
 };
 use lawsync_tests::servers::{Topology, create_queues, moto_sdk, unique_env, unique_oc};
+use lawsync_tests::stack::{Role, sdk_as};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::json;
 
@@ -229,11 +230,17 @@ struct Cell {
     sdk: aws_config::SdkConfig,
 }
 
-async fn cell(upstream: &Lookalike) -> Cell {
+/// A cell's function, its AWS calls signed as its role.
+async fn cell(upstream: &Lookalike, path: Path) -> Cell {
     let env = unique_env("fm");
-    let sdk = moto_sdk().await;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let sqs = aws_sdk_sqs::Client::new(&moto_sdk().await);
     let [search, detail] = create_queues(&sqs, &env).await.expect("queues");
+    let sdk = sdk_as(match path {
+        Path::Search => Role::Search,
+        Path::Detail => Role::Detail,
+        Path::Drainer => Role::Drainer,
+    })
+    .await;
     let slack = Upstream::start(Vec::new(), Reply::status(200)).await;
     let docs = std::env::temp_dir().join(format!("{env}-docs"));
     let vars: Vec<(&str, String)> = vec![
@@ -278,7 +285,7 @@ async fn run(kind: &str, fault: Fault, span: Span, path: Path) -> (Outcome, Stri
     let mut cfg = LookalikeConfig::new(&unique_oc(OC));
     cfg.interval = None;
     let upstream = Lookalike::start(cfg).await.expect("look-alike");
-    let c = cell(&upstream).await;
+    let c = cell(&upstream, path).await;
     let id = upstream
         .corpus()
         .window(FROM, TO)

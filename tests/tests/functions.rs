@@ -17,13 +17,17 @@ use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
 use lawsync_tests::capture::capture_global;
 use lawsync_tests::leaks::{assert_nowhere, redis_text};
 use lawsync_tests::servers::{Topology, moto_sdk, unique_env};
+use lawsync_tests::stack::{Role, Stack, sdk_as};
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::json;
 
 const OC: &str = "oc-SECRET-fn7733";
 
 struct Rig {
+    /// The search function's dependencies; each function signs its AWS calls as its role.
     deps: Deps,
+    detail: Deps,
+    drainer: Deps,
     ns: Namespace,
     search_url: String,
     detail_url: String,
@@ -45,42 +49,40 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
     ];
     let cfg =
         Config::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).expect("config");
-    let sdk = moto_sdk().await;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let mut urls = Vec::new();
-    for q in ["search", "detail"] {
-        let out = sqs
-            .create_queue()
-            .queue_name(format!("{env}-{q}"))
-            .send()
-            .await
-            .expect("create queue");
-        urls.push(out.queue_url().expect("url").to_owned());
-    }
+    let sqs = aws_sdk_sqs::Client::new(&moto_sdk().await);
+    let stack = Stack::new(&env);
+    let urls = stack.create_queues(&sqs).await.expect("queues");
     let ns = Namespace::new(&env, "law-go-kr").expect("ns");
     let conn = Topology::Standalone.connect().await;
     let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
     let law = LawClient::new(&cfg.law, Secret::new(OC), gate).expect("client");
-    let docs: Arc<dyn DocumentStore> = match docs {
-        Docs::Folder => Arc::new(LocalDir::new(std::env::temp_dir().join(&env))),
-        Docs::Bucket => {
-            let s3 = S3Documents::new(&sdk, env.to_lowercase());
-            let location = aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::ApNortheast2)
-                .build();
-            let create = s3
-                .client()
-                .create_bucket()
-                .bucket(env.to_lowercase())
-                .create_bucket_configuration(location);
-            create.send().await.expect("create bucket");
-            Arc::new(s3)
-        }
+    let bucket = match docs {
+        Docs::Folder => None,
+        Docs::Bucket => Some(stack.create_bucket(false).await.expect("bucket")),
     };
-    let outbox = Arc::new(SqsOutbox::new(&sdk, Some(urls[0].clone()), Some(urls[1].clone())));
     let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(OC));
+    let mut per_role = Vec::new();
+    for role in Role::FUNCTIONS {
+        let sdk = sdk_as(role).await;
+        let docs: Arc<dyn DocumentStore> = match &bucket {
+            None => Arc::new(LocalDir::new(std::env::temp_dir().join(&env))),
+            Some(b) => Arc::new(S3Documents::new(&sdk, b.clone())),
+        };
+        let outbox = Arc::new(SqsOutbox::new(&sdk, Some(urls[0].clone()), Some(urls[1].clone())));
+        per_role.push(Deps::assemble(
+            cfg.clone(),
+            law.clone(),
+            queue.clone(),
+            docs,
+            outbox,
+            ns.clone(),
+        ));
+    }
+    let [deps, detail, drainer]: [Deps; 3] = per_role.try_into().expect("three functions");
     Rig {
-        deps: Deps::assemble(cfg, law, queue, docs, outbox, ns.clone()),
+        deps,
+        detail,
+        drainer,
         ns,
         search_url: urls[0].clone(),
         detail_url: urls[1].clone(),
@@ -89,6 +91,14 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
 }
 
 impl Rig {
+    /// The function that handles `kind`'s messages.
+    fn function(&self, kind: MessageKind) -> &Deps {
+        match kind {
+            MessageKind::Search => &self.deps,
+            MessageKind::Detail => &self.detail,
+        }
+    }
+
     /// Parks a detail job, due at once, as a failed attempt would.
     async fn park_detail(&self, id: &str) {
         let note = lawsync::queue::ErrorNote::now("http_status", "HTTP 503", Some(503));
@@ -165,7 +175,7 @@ async fn the_daily_schedules_message_searches_the_korean_day_before() {
     let daily = r#"{"dayBefore":"2026-11-30T19:00:00Z"}"#;
     let bad = r#"{"dayBefore":"yesterday"}"#;
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Search),
         MessageKind::Search,
         event(&[("d1", daily), ("d2", bad)]),
         Deadline::NONE,
@@ -205,7 +215,13 @@ async fn bad_messages_carrying_the_key_never_echo_it() {
         .map(|(i, b)| (format!("s{i}"), b.as_str()))
         .collect();
     let records: Vec<(&str, &str)> = records.iter().map(|(i, b)| (i.as_str(), *b)).collect();
-    let (resp, summary) = handle_batch(&r.deps, MessageKind::Search, event(&records), Deadline::NONE).await;
+    let (resp, summary) = handle_batch(
+        r.function(MessageKind::Search),
+        MessageKind::Search,
+        event(&records),
+        Deadline::NONE,
+    )
+    .await;
     assert!(failures(&resp).is_empty(), "{summary:?}");
     assert_eq!(summary.invalid as usize, search.len(), "{summary:?}");
     let detail = [
@@ -213,7 +229,13 @@ async fn bad_messages_carrying_the_key_never_echo_it() {
         format!("{{\"id\":\"1\",\"{OC}\":2}}"),
     ];
     let records = [("d0", detail[0].as_str()), ("d1", detail[1].as_str())];
-    let (resp, summary) = handle_batch(&r.deps, MessageKind::Detail, event(&records), Deadline::NONE).await;
+    let (resp, summary) = handle_batch(
+        r.function(MessageKind::Detail),
+        MessageKind::Detail,
+        event(&records),
+        Deadline::NONE,
+    )
+    .await;
     assert!(failures(&resp).is_empty(), "{summary:?}");
     assert_eq!(summary.invalid, 2, "{summary:?}");
     assert!(up.seen().is_empty(), "no invalid message may reach law.go.kr");
@@ -265,7 +287,7 @@ async fn a_handler_parks_what_the_gate_cannot_grant_by_the_next_slot() {
         .expect("cooldown");
     let started = std::time::Instant::now();
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("m1", r#"{"id":"31"}"#)]),
         Deadline::NONE,
@@ -305,7 +327,7 @@ async fn a_drainer_job_without_room_before_the_deadline_is_not_a_failure() {
         .await
         .expect("cooldown");
     let report = r
-        .deps
+        .drainer
         .drain(&LogAlerts, Deadline::after(Duration::from_millis(3500)), Some(1))
         .await
         .expect("drain");
@@ -333,7 +355,7 @@ async fn a_handler_with_the_slots_works_off_parked_jobs_after_its_batch() {
         r.park_detail(id).await;
     }
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("m1", r#"{"id":"51"}"#)]),
         Deadline::after(Duration::from_secs(30)),
@@ -353,7 +375,7 @@ async fn a_handler_with_the_slots_works_off_parked_jobs_after_its_batch() {
         .await
         .expect("cooldown");
     let (_, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("m2", r#"{"id":"55"}"#)]),
         Deadline::after(Duration::from_secs(30)),
@@ -377,7 +399,7 @@ async fn search_fans_out_detail_messages_and_the_next_page() {
     let r = rig(&up, Docs::Folder).await;
     let body = r#"{"from":"20260101","to":"20260131","display":2}"#;
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Search),
         MessageKind::Search,
         event(&[("s1", body)]),
         Deadline::NONE,
@@ -400,7 +422,7 @@ async fn search_fans_out_detail_messages_and_the_next_page() {
     let one = r#"{"from":"20260201","to":"20260228"}"#;
     let none = r#"{"from":"20260301","to":"20260331"}"#;
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Search),
         MessageKind::Search,
         event(&[("s2", one), ("s3", none)]),
         Deadline::NONE,
@@ -433,7 +455,7 @@ async fn stores_idempotently(docs: Docs) {
     let r = rig(&up, docs).await;
     let body = r#"{"id":"21"}"#;
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("d1", body), ("d1-again", body)]),
         Deadline::NONE,
@@ -479,7 +501,13 @@ async fn a_mixed_batch_reports_exactly_the_right_failures() {
         ("forbidden", r#"{"id":"32"}"#),
         ("good", r#"{"id":"33"}"#),
     ]);
-    let (resp, summary) = handle_batch(&r.deps, MessageKind::Detail, batch, Deadline::NONE).await;
+    let (resp, summary) = handle_batch(
+        r.function(MessageKind::Detail),
+        MessageKind::Detail,
+        batch,
+        Deadline::NONE,
+    )
+    .await;
     assert!(
         failures(&resp).is_empty(),
         "nothing here is worth a redelivery: {summary:?}"
@@ -516,7 +544,7 @@ async fn a_long_retry_after_parks_the_job_and_the_drainer_completes_it() {
     .await;
     let r = rig(&up, Docs::Folder).await;
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("m", r#"{"id":"44"}"#)]),
         Deadline::NONE,
@@ -545,7 +573,7 @@ async fn a_long_retry_after_parks_the_job_and_the_drainer_completes_it() {
         .await
         .expect("cooldown over");
     let report = r
-        .deps
+        .drainer
         .drain(&LogAlerts, Deadline::NONE, Some(1))
         .await
         .expect("drain");
@@ -567,7 +595,7 @@ async fn a_near_deadline_returns_every_message_untouched() {
         ("c", r#"{"id":"3"}"#),
     ]);
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         batch,
         Deadline::after(Duration::from_millis(1500)),
@@ -623,7 +651,7 @@ async fn a_gate_cooldown_in_a_long_drainer_run_is_not_an_attempt() {
         .expect("cooldown");
     let alerts = CountingAlerts::default();
     let report = r
-        .deps
+        .drainer
         .drain(&alerts, Deadline::after(Duration::from_secs(30)), None)
         .await
         .expect("drain");
@@ -676,7 +704,7 @@ async fn a_new_message_for_a_dead_letter_revives_it() {
     let old_at = old.at_ms;
     r.deps.queue.record_dead(&job, old).await.expect("dead letter");
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Detail),
         MessageKind::Detail,
         event(&[("m", r#"{"id":"71"}"#)]),
         Deadline::NONE,
@@ -716,7 +744,7 @@ async fn the_longest_accepted_search_message_is_parked_when_it_fails() {
     })
     .to_string();
     let (resp, summary) = handle_batch(
-        &r.deps,
+        r.function(MessageKind::Search),
         MessageKind::Search,
         event(&[("m", &body)]),
         Deadline::NONE,
@@ -756,7 +784,7 @@ async fn an_unusable_gate_in_a_drainer_run_is_not_an_attempt() {
         .expect("break the gate");
     let alerts = CountingAlerts::default();
     let report = r
-        .deps
+        .drainer
         .drain(&alerts, Deadline::after(Duration::from_secs(120)), None)
         .await
         .expect("drain");

@@ -18,6 +18,7 @@ use lawsync_tests::runtime_api::{Bootstrap, Outcome, RuntimeApi};
 use lawsync_tests::servers::{
     LawsyncEnv, Topology, create_queues, dead_port, moto_sdk, park_details, unique_env, unique_oc,
 };
+use lawsync_tests::stack::Stack;
 use serde_json::{Value, json};
 
 const OC: &str = "oc-SECRET-rt5521";
@@ -430,19 +431,11 @@ async fn a_broken_cold_start_fails_fast_naming_the_variable() {
     no_key.unset("LAW_API_OC");
     broken_cold_start("detail", &no_key, "LAW_API_OC").await;
 
-    // An empty secret in Secrets Manager.
-    let sm = aws_sdk_secretsmanager::Client::new(&moto_sdk().await);
-    let name = unique_env("empty-oc");
-    let arn = sm
-        .create_secret()
-        .name(name)
-        .secret_string(" ")
-        .send()
+    // An empty secret in Secrets Manager, named as the stack names the key's.
+    let arn = Stack::new(&unique_env("empty-oc"))
+        .create_secret("law-api-oc", " ")
         .await
-        .expect("create secret")
-        .arn()
-        .expect("arn")
-        .to_owned();
+        .expect("create secret");
     let empty = no_key.clone().set("LAW_API_OC_SECRET_ARN", arn);
     broken_cold_start("search", &empty, "LAW_API_OC_SECRET_ARN").await;
 

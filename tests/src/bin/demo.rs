@@ -243,7 +243,7 @@ async fn run(o: Opts) -> Result<bool, String> {
         .load()
         .await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let urls = lawsync_tests::servers::create_queues(&sqs, &format!("lawsync-{app_env}"))
+    let urls = lawsync_tests::servers::create_queues(&sqs, &app_env)
         .await
         .map_err(|e| format!("on moto ({}): {e}", o.moto_url))?;
     let bucket = format!("lawsync-{app_env}");
