@@ -4,7 +4,8 @@
 //! This table is the one place a prefix is named, one line each (`rustfmt::skip`: the check
 //! parses them). `infra/check_template.py` reads it and
 //! checks the SAM template's S3 policy grants exactly these actions on exactly these
-//! prefixes (moto does not enforce IAM, so no test against moto could).
+//! prefixes; the tests' moto stand-in then refuses any call the rendered roles do not
+//! allow (`infra/iam`).
 
 use crate::documents::DocError;
 
