@@ -11,9 +11,9 @@ IAM_REPORT = (cd infra && ../.venv/bin/python -m iam.report "$$LAWSYNC_TEST_IAM_
 .PHONY: test lint lint-infra redis-up redis-down moto-up moto-down bench-gate bench-queue bench-cost bench-mirror soak build lambda-build sam-build deploy logs deps demo fuzz help
 
 GATE ?= shared
-# Lambda architecture: the template's default is arm64 (Graviton); a machine without the
-# aarch64 standard library builds with ARCH=x86_64.
-ARCH ?= arm64
+# Lambda architecture: x86_64, the template's default and the one the tests build and run;
+# arm64 needs the aarch64 standard library (rustup target add aarch64-unknown-linux-gnu).
+ARCH ?= x86_64
 # This machine's architecture, for the bootstraps `make test` builds and runs under a local
 # Lambda Runtime API (tests/tests/runtime.rs).
 HOST_ARCH := $(if $(filter aarch64 arm64,$(shell uname -m)),arm64,x86_64)
@@ -29,7 +29,7 @@ help:
 	@echo "make soak        the long reliability suites (ignored by make test), release build"
 	@echo "make fuzz        cargo-fuzz on the parsers for FUZZ_SECONDS (default 60) per target, with a summary"
 	@echo "make lint        rustfmt and clippy, warnings as errors"
-	@echo "make build       the three bootstrap zips with cargo-lambda (ARCH=arm64 default, or x86_64), with sizes"
+	@echo "make build       the three bootstrap zips with cargo-lambda (ARCH=x86_64 default, or arm64), with sizes"
 	@echo "make sam-build   sam build of infra/template.yaml (runs cargo lambda itself)"
 	@echo "make lint-infra  sam validate --lint, cfn-lint 1.53.0 and the template's own checks"
 	@echo "make deploy      sam deploy (--guided the first time); STACK=lawsync-dev"

@@ -8,6 +8,13 @@ The SQS rule: each function's role, as SAM's transform renders it, allows sqs:Se
 on the search and the detail queue (see SENDS) and on no other queue; each schedule's role
 may send to its target and its dead-letter queue.
 
+The deploy rules: Lambda's log controls set and not undone (no RUST_LOG; JSON logs; an
+application level that keeps the INFO lines the EMF metrics travel on); the bucket, the
+cache and the key's secret retained on delete and on replacement; the bucket versioned,
+with a lifecycle for old versions and incomplete uploads; the cache snapshotted; every
+schedule with a retry policy and a dead-letter queue; the architecture defaulting to the
+one the tests run (x86_64).
+
 The S3 rule: each function's policy grants exactly what the prefix table in
 shared/src/mirror/layout.rs says the code does (s3:GetObject on <prefix>* for a read
 prefix, s3:PutObject for a write prefix, s3:ListBucket on the bucket with an s3:prefix
@@ -35,6 +42,15 @@ ACTIONS = {"read": "s3:GetObject", "write": "s3:PutObject", "list": "s3:ListBuck
 # backfill's next windows to the search queue. So each sends to both, and to nothing else.
 SENDS = {fn: ("SearchQueue", "DetailQueue") for fn in ("SearchFunction", "DetailFunction", "DrainerFunction")}
 SCHEDULE_KINDS = {"daily", "sweep"}
+# Levels at which Lambda still sends INFO lines: the EMF metric lines carry no "level", so
+# Lambda counts them INFO, and WARN, ERROR or FATAL would drop every metric.
+METRIC_SAFE_LEVELS = {"TRACE", "DEBUG", "INFO"}
+SYSTEM_LEVELS = {"DEBUG", "INFO", "WARN"}
+# What outlives the stack: the mirror, the cache's state (parked work, runs, the
+# backfill), the key.
+RETAINED = ("AWS::S3::Bucket", "AWS::ElastiCache::ServerlessCache", "AWS::SecretsManager::Secret")
+# The architecture the bootstraps are built and run for by the tests.
+TESTED_ARCHITECTURE = "x86_64"
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 PREFIX_LINE = re.compile(
@@ -332,7 +348,7 @@ def check_sqs(path):
         stack = render(path, {"Env": "dev"})
     except Unsupported as e:
         return [f"roles: the template's IAM cannot be rendered: {e}"]
-    problems = []
+    problems = check_schedule_delivery(stack)
     queues = {n for n, r in stack.resources.items() if r["Type"] == "AWS::SQS::Queue"}
     elsewhere = "arn:aws:sqs:ap-northeast-2:123456789012:another-stacks-queue"
     for fn, wanted in sorted(SENDS.items()):
@@ -359,6 +375,65 @@ def check_sqs(path):
                 continue
             if evaluate(stack.roles.get(role, []), "sqs:SendMessage", arn) != "allow":
                 problems.append(f"{name}: its role {role} may not sqs:SendMessage to {what} ({arn.rsplit(':', 1)[-1]})")
+    return problems
+
+
+def check_deploy(template, resources, globals_fn):
+    """The rules that keep a first deploy and every later stack change safe."""
+    problems = []
+    arch = template.get("Parameters", {}).get("Architecture", {}).get("Default")
+    if arch != TESTED_ARCHITECTURE:
+        problems.append(f"Architecture: defaults to {arch!r}; the bootstraps are built and run by the tests "
+                        f"for {TESTED_ARCHITECTURE} only")
+    for name, res in resources.items():
+        if res.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = res.get("Properties", {})
+        env = {**globals_fn.get("Environment", {}).get("Variables", {}),
+               **props.get("Environment", {}).get("Variables", {})}
+        if "RUST_LOG" in env:
+            problems.append(f"{name}: RUST_LOG overrides Lambda's log level (and lifts the quiet default "
+                            f"of the libraries); set LoggingConfig.ApplicationLogLevel instead")
+        logging = {**globals_fn.get("LoggingConfig", {}), **props.get("LoggingConfig", {})}
+        if logging.get("LogFormat") != "JSON":
+            problems.append(f"{name}: LoggingConfig.LogFormat must be JSON (Lambda filters levels of JSON logs only)")
+        app = logging.get("ApplicationLogLevel")
+        if app not in METRIC_SAFE_LEVELS:
+            problems.append(f"{name}: LoggingConfig.ApplicationLogLevel {app!r} would drop the EMF metric lines "
+                            f"(Lambda counts them INFO); use one of {sorted(METRIC_SAFE_LEVELS)}")
+        if logging.get("SystemLogLevel") not in SYSTEM_LEVELS:
+            problems.append(f"{name}: LoggingConfig.SystemLogLevel must be set, one of {sorted(SYSTEM_LEVELS)}")
+    for name, res in resources.items():
+        kind = res.get("Type")
+        if kind in RETAINED:
+            for policy in ("DeletionPolicy", "UpdateReplacePolicy"):
+                if res.get(policy) != "Retain":
+                    problems.append(f"{name}: {policy} must be Retain: a stack delete or a replacing change would destroy it")
+        props = res.get("Properties", {})
+        if kind == "AWS::S3::Bucket":
+            if props.get("VersioningConfiguration", {}).get("Status") != "Enabled":
+                problems.append(f"{name}: versioning must be Enabled, or a revision overwrites the text it replaces")
+            rules = [r for r in props.get("LifecycleConfiguration", {}).get("Rules", []) if r.get("Status") == "Enabled"]
+            for field, what in (("NoncurrentVersionExpiration", "old versions"),
+                                ("AbortIncompleteMultipartUpload", "incomplete uploads")):
+                if not any(field in r for r in rules):
+                    problems.append(f"{name}: an enabled lifecycle rule with {field} ({what}) is missing")
+        if kind == "AWS::ElastiCache::ServerlessCache" and not props.get("SnapshotRetentionLimit"):
+            problems.append(f"{name}: SnapshotRetentionLimit must keep daily snapshots (1-35 days)")
+    return problems
+
+
+def check_schedule_delivery(stack):
+    """Every schedule, SAM's included, retries a failed delivery and then keeps it."""
+    problems = []
+    for name, res in stack.resources.items():
+        if res["Type"] != "AWS::Scheduler::Schedule":
+            continue
+        target = res["Properties"].get("Target", {})
+        if "RetryPolicy" not in target:
+            problems.append(f"{name}: no RetryPolicy: a failed delivery is not retried")
+        if not target.get("DeadLetterConfig", {}).get("Arn"):
+            problems.append(f"{name}: no DeadLetterConfig: a delivery that fails for good is a silently skipped run")
     return problems
 
 
@@ -406,6 +481,7 @@ def main(path, layout=LAYOUT):
     problems += check_schedules(resources)
     problems += check_elasticache(resources)
     problems += check_sqs(path)
+    problems += check_deploy(template, resources, globals_fn)
     return problems
 
 

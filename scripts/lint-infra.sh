@@ -30,7 +30,20 @@ broken=(
   "a Ref to a resource that does not exist|s/DETAIL_QUEUE_URL: !Ref DetailQueue/DETAIL_QUEUE_URL: !Ref DetailQeue/"
   "no ReportBatchItemFailures|0,/FunctionResponseTypes: \\[ReportBatchItemFailures\\]/s//FunctionResponseTypes: []/"
   "a visibility timeout under six function timeouts|0,/VisibilityTimeout: 720/s//VisibilityTimeout: 120/"
-  "the key as a plain environment value|s/RUST_LOG: info/LAW_API_OC: plain-key/"
+  "the key as a plain environment value|s/^        DOCUMENT_BUCKET: !Ref DocumentBucket$/&\n        LAW_API_OC: plain-key/"
+  # What a first deploy and later stack changes rely on.
+  "RUST_LOG undoing Lambda's log controls|s/^        DOCUMENT_BUCKET: !Ref DocumentBucket$/&\n        RUST_LOG: info/"
+  "an application log level that drops the metric lines|s/ApplicationLogLevel: INFO/ApplicationLogLevel: WARN/"
+  "the bucket deleted with the stack|/^  DocumentBucket:/,/Properties:/{/Policy: Retain/d}"
+  "the cache deleted or replaced with the stack|/^  Cache:/,/Properties:/{/Policy: Retain/d}"
+  "the key's secret deleted with the stack|/^  OcSecret:/,/Properties:/{/Policy: Retain/d}"
+  "an unversioned bucket|/VersioningConfiguration:/,+1d"
+  "no lifecycle for incomplete uploads|/- Id: incomplete-uploads/,+2d"
+  "a cache without snapshots|/SnapshotRetentionLimit: !Ref CacheSnapshotDays/d"
+  "the drainer's schedule without a dead-letter queue|0,/DeadLetterConfig: {Arn: !GetAtt ScheduleDeadLetterQueue.Arn}/{//d}"
+  "the daily schedule without a retry policy|/^  DailySync:/,/^  FullSweep:/{/RetryPolicy:/d}"
+  "the schedules' role unable to reach their dead-letter queue|s/Resource: \[!GetAtt SearchQueue.Arn, !GetAtt ScheduleDeadLetterQueue.Arn\]/Resource: !GetAtt SearchQueue.Arn/"
+  "an arm64 default no test has run|/^  Architecture:/,/AllowedValues/{s/Default: x86_64/Default: arm64/}"
   # S3 grants against shared/src/mirror/layout.rs; each edit touches SearchFunction only
   # (the first policy in the file), the other two keep theirs.
   "a function without PutObject on runs/|0,/Action: s3:ListBucket/{/Action: s3:PutObject/,/Action: s3:ListBucket/{/\/runs\/\*'/d}}"
