@@ -15,13 +15,11 @@
     Redis' now, µs
   Errors: CORRUPT, NEWER (see includes/gate_state.lua) ]]
 --- @include "gate_state"
+--- @include "gate_hold"
 local length, interval, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local tolerance, idle_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
 local now = redis_now_us()
 local st = read_state(now, interval, burst, tolerance)
-st.cooldown_end = math.max(st.cooldown_end, now + length)
-st.next_reservation = math.max(st.next_reservation, st.cooldown_end + (burst - 1) * (interval + tolerance))
--- Held slots that survive the cooldown (reserved behind it) start an interval apart too.
-st.next_start = math.max(st.next_start, st.cooldown_end + (burst - 1) * interval)
+gate_hold(st, now, length, interval, burst, tolerance)
 save_state(st, now, idle_ms)
 return { st.cooldown_end, now }

@@ -43,6 +43,18 @@ pub trait AlertSink: Send + Sync + std::fmt::Debug {
         alerts: &'a [DeadLetterAlert],
     ) -> BoxFuture<'a, Result<(), AlertError>>;
 
+    /// Delivers the alert of the key-health circuit's opening: law.go.kr refused the key
+    /// itself, and no call is made until a probe finds it accepted. By default, logged.
+    fn key_refused<'a>(
+        &'a self,
+        env: &'a str,
+        circuit: &'a crate::key_health::OpenCircuit,
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        let (cause, fix) = key_texts(circuit);
+        tracing::error!(env, reason = %circuit.reason, cause, fix, "law.go.kr refused the key; the key-health circuit is open (no SLACK_WEBHOOK_URL set)");
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Delivers one alert for sync runs whose records show a discrepancy (`totalCnt`
     /// against the ids seen, dead letters, pages never read). By default, logged.
     fn runs_incomplete<'a>(
@@ -54,6 +66,17 @@ pub trait AlertSink: Send + Sync + std::fmt::Debug {
             tracing::error!(env, run = %r.run_id, discrepancies = ?r.discrepancies, "sync run recorded with a discrepancy");
         }
         Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The cause and the fix of a circuit's reason, in words.
+fn key_texts(circuit: &crate::key_health::OpenCircuit) -> (&'static str, &'static str) {
+    match crate::law::KeyProblem::from_kind(&circuit.reason) {
+        Some(p) => (p.cause(), p.fix()),
+        None => (
+            "law.go.kr refused the key for a reason this release does not name",
+            "see `lawsync gate status` and `lawsync probe`",
+        ),
     }
 }
 
@@ -201,6 +224,34 @@ impl AlertSink for SlackWebhook {
         runs: &'a [crate::mirror::runs::RunAlert],
     ) -> BoxFuture<'a, Result<(), AlertError>> {
         Box::pin(self.post(self.runs_message(env, runs)))
+    }
+
+    fn key_refused<'a>(
+        &'a self,
+        env: &'a str,
+        circuit: &'a crate::key_health::OpenCircuit,
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        Box::pin(self.post(self.key_message(env, circuit)))
+    }
+}
+
+impl SlackWebhook {
+    /// The Slack message of the key-health circuit's opening: the likely cause and the fix.
+    pub fn key_message(&self, env: &str, circuit: &crate::key_health::OpenCircuit) -> serde_json::Value {
+        let (cause, fix) = key_texts(circuit);
+        let since = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(circuit.opened_ms));
+        let mut text = format!(
+            "lawsync [{}]: law.go.kr refused the key (`{}`), since {since}. No call is made; one probe every {} min closes the circuit once the key is accepted.\nLikely cause: {}\nFix: {}\nSee `lawsync gate status`.",
+            escape(env),
+            escape(&circuit.reason),
+            crate::policy::KEY_PROBE_INTERVAL.as_secs() / 60,
+            escape(cause),
+            escape(fix),
+        );
+        if let Some(s) = &self.scrub {
+            text = s.scrub(&text);
+        }
+        serde_json::json!({ "text": text })
     }
 }
 

@@ -795,12 +795,20 @@ async fn gate(action: GateAction, json: bool) -> Result<(), CliError> {
     match action {
         GateAction::Status => {
             let s = gate.status().await?;
+            let health = crate::key_health::KeyHealth::beside(gate.connection().clone(), gate.key());
+            let circuit = health.status().await?;
+            let format = (
+                health.learned_format(crate::law::Endpoint::Search).await?,
+                health.learned_format(crate::law::Endpoint::Detail).await?,
+            );
             if json {
                 return print_json(&serde_json::json!({
                     "nowUs": s.now_us,
                     "nextSlotInMs": s.next_slot_in.as_millis() as u64,
                     "cooldownMs": s.cooldown.map(|c| c.as_millis() as u64),
                     "fresh": s.fresh,
+                    "keyCircuit": circuit,
+                    "servedFormat": { "search": format.0, "detail": format.1 },
                 }));
             }
             println!(
@@ -813,6 +821,27 @@ async fn gate(action: GateAction, json: bool) -> Result<(), CliError> {
                     ""
                 }
             );
+            match &circuit {
+                None => println!("key-health circuit: closed (law.go.kr accepts the key)"),
+                Some(c) => {
+                    let (cause, fix) = crate::law::KeyProblem::from_kind(&c.reason).map_or(
+                        ("a refusal this release does not name", "see lawsync probe"),
+                        |p| (p.cause(), p.fix()),
+                    );
+                    println!(
+                        "key-health circuit: OPEN since {} ({}, {} refusal{}): no call is made until a probe finds the key accepted\n  likely cause: {cause}\n  fix: {fix}",
+                        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(c.opened_ms)),
+                        c.reason,
+                        c.refusals,
+                        if c.refusals == 1 { "" } else { "s" },
+                    );
+                }
+            }
+            for (endpoint, f) in [("search", format.0), ("detail", format.1)] {
+                if let Some(f) = f {
+                    println!("{endpoint} served in {f} (learned; LAW_API_FORMAT=auto asks in it)");
+                }
+            }
             Ok(())
         }
         GateAction::Cooldown { seconds } => {

@@ -50,8 +50,11 @@ pub struct LawApiConfig {
     pub user_agent: String,
     pub referer: String,
     /// A PEM file of certificate authorities trusted for law.go.kr beside the system's
-    /// (`LAW_API_CA_FILE`): for an egress proxy that inspects TLS, or a local stand-in.
+    /// (`LAW_API_CA_FILE`): for an egress proxy that inspects TLS, an intermediate
+    /// law.go.kr leaves out of its chain, or a local stand-in.
     pub ca_file: Option<std::path::PathBuf>,
+    /// `LAW_API_FORMAT`: `auto` (the default), `json` or `xml` (see [`crate::law::format`]).
+    pub format: crate::law::FormatSetting,
 }
 
 /// Settings of the shared rate gate.
@@ -366,6 +369,15 @@ impl Config {
                 .get("LAW_API_CA_FILE")
                 .filter(|v| !v.trim().is_empty())
                 .map(std::path::PathBuf::from),
+            format: match env.get("LAW_API_FORMAT") {
+                None => crate::law::FormatSetting::default(),
+                Some(v) => crate::law::FormatSetting::parse(&v).ok_or_else(|| {
+                    bad(
+                        "LAW_API_FORMAT",
+                        "must be auto (whichever format the key is served), json or xml",
+                    )
+                })?,
+            },
         };
         if law.max_attempts > 10 {
             return Err(bad(

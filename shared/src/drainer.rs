@@ -51,7 +51,8 @@ pub enum Outcome {
     },
     /// Not worked, and not a failure: no time left before the run's deadline, or the rate
     /// gate refused a slot (a cooldown, callers ahead beyond the wait bound, an unsettled
-    /// or unreachable gate). The upstream was not called. Released with its retry count and
+    /// or unreachable gate), or law.go.kr refused the key itself (the key-health circuit:
+    /// no fault of the job). The upstream was not called, or refused the key. Released with its retry count and
     /// history unchanged: due again at once (`retry_in: None`), or after `retry_in`, when
     /// the gate expects room. No new job starts and the rest of the batch goes back
     /// unchanged; a scheduled run waits `retry_in` when its deadline allows, else it ends.

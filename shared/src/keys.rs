@@ -41,6 +41,13 @@ impl GateKey {
     }
 }
 
+/// A key beside a gate's state, in its hash slot: `{…}:gate` → `{…}:<name>` (the
+/// key-health circuit and its records, see [`crate::key_health`]).
+pub fn beside_gate(gate_key: &str, name: &str) -> String {
+    let stem = gate_key.strip_suffix(":gate").unwrap_or(gate_key);
+    format!("{stem}:{name}")
+}
+
 /// A gate named by a namespace: per environment, as every gate was before the per-key
 /// gate (and as the tests and the per-instance contrast use it).
 impl From<&Namespace> for GateKey {

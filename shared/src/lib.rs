@@ -21,6 +21,9 @@
 //! - [`telemetry`]: the JSON log subscriber the functions install.
 //! - [`redis_conn`]: [`RedisConn`], standalone or cluster Redis with bounded timeouts, and [`RedisFailure`].
 //! - [`keys`]: every Redis key name, hash-tagged per environment and upstream.
+//! - [`key_health`]: the key-health circuit (law.go.kr refusing the key itself stops the
+//!   cluster, alerts once, and is probed every few minutes), the format the key is served
+//!   in, and replies of no known shape kept for `lawsync probe`.
 //! - [`gate`]: [`Gate`], the cluster-wide rate gate (GCRA with reservation, cooldown).
 //! - [`documents`]: where precedents are stored: a local folder or an S3 bucket.
 //! - [`drainer`]: [`Drainer`](drainer::Drainer), passes over the retry queue under the single-runner lock.
@@ -47,6 +50,7 @@ pub mod documents;
 pub mod drainer;
 pub mod gate;
 pub mod history;
+pub mod key_health;
 pub mod keys;
 pub mod lambda;
 pub mod law;

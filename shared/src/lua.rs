@@ -26,7 +26,9 @@ const INCLUDES: &[(&str, &str)] = &[
     ("args", include_str!("../lua/includes/args.lua")),
     ("clock", include_str!("../lua/includes/clock.lua")),
     ("first", include_str!("../lua/includes/first.lua")),
+    ("gate_hold", include_str!("../lua/includes/gate_hold.lua")),
     ("gate_state", include_str!("../lua/includes/gate_state.lua")),
+    ("health_state", include_str!("../lua/includes/health_state.lua")),
     ("history", include_str!("../lua/includes/history.lua")),
     ("queue_checks", include_str!("../lua/includes/queue_checks.lua")),
     ("queued", include_str!("../lua/includes/queued.lua")),
@@ -167,6 +169,8 @@ fn paste(body: &str, pasted: &mut Vec<&'static str>, out: &mut String) {
 }
 
 const GATE: &[&str] = &["gate"];
+const HEALTH: &[&str] = &["health"];
+const HEALTH_REFUSED: &[&str] = &["health", "alerted", "gate"];
 const LOCK: &[&str] = &["lock"];
 /// Every key of a sync run (`crate::keys::RunKeys`), for each run script.
 const RUN: &[&str] = &[
@@ -204,6 +208,15 @@ script!(
 script!(
     /// Take over the state the release before kept per environment.
     GATE_ADOPT, "gate_adopt", GATE);
+script!(
+    /// Open the key-health circuit, or count one more refusal of the key.
+    KEY_REFUSED, "key_refused", HEALTH_REFUSED);
+script!(
+    /// Close the key-health circuit: the key was accepted.
+    KEY_ACCEPTED, "key_accepted", HEALTH);
+script!(
+    /// Take the key-health circuit's alert once, or owe it again.
+    KEY_ALERT, "key_alert", HEALTH);
 script!(
     /// Park a job for a later retry (idempotent; revives a dead letter).
     QUEUE_ENQUEUE, "queue_enqueue",
@@ -254,12 +267,15 @@ script!(
     RUN_DISCARD, "run_discard", RUN);
 
 /// Every script, for the contract tests.
-pub static ALL: [&LuaScript; 19] = [
+pub static ALL: [&LuaScript; 22] = [
     &GATE_ACQUIRE,
     &GATE_DEFER,
     &GATE_STATUS,
     &GATE_RELEASE,
     &GATE_ADOPT,
+    &KEY_REFUSED,
+    &KEY_ACCEPTED,
+    &KEY_ALERT,
     &QUEUE_ENQUEUE,
     &QUEUE_CLAIM,
     &QUEUE_SETTLE,

@@ -15,6 +15,9 @@
 //! | `PrecedentsAdded`, `PrecedentsRevised`, `PrecedentsUnchanged` | Count | precedents stored, by what changed |
 //! | `ColdStart` | Count | 1 on the first line of an execution environment (the invocation that paid for its cold start) |
 //! | `RunsRecorded`, `RunIdsSkipped`, `RunIdsFetched`, `RunDiscrepancies` | Count | sync runs recorded |
+//! | `KeyRefused`, `KeyCircuitOpened` | Count | law.go.kr refusing the key itself; the refusals that opened the key-health circuit |
+//! | `KeyCircuitOpen` | Count | 1 while the key-health circuit is open, 0 otherwise, after a drainer run |
+//! | `UnknownReplies` | Count | replies of no known shape, kept for `lawsync probe` |
 #![allow(clippy::print_stdout)] // EMF is read from the function's stdout
 
 use std::sync::Mutex;
@@ -125,6 +128,11 @@ impl Metrics {
         }
     }
 
+    /// Whether the key-health circuit is open, after a drainer run.
+    pub fn key_circuit(&self, open: bool) {
+        self.acc().gauges.push(("KeyCircuitOpen", u64::from(open)));
+    }
+
     /// The invocation's EMF line, and a fresh start for the next; `None` when nothing
     /// happened.
     pub fn take_line(&self) -> Option<Value> {
@@ -194,6 +202,18 @@ impl CallObserver for Metrics {
         if e.cooldown.is_some() {
             acc.add("Cooldowns", 1);
         }
+    }
+
+    fn key_refused(&self, _problem: &crate::law::KeyProblem, opened: bool) {
+        let mut acc = self.acc();
+        acc.add("KeyRefused", 1);
+        if opened {
+            acc.add("KeyCircuitOpened", 1);
+        }
+    }
+
+    fn unknown_reply(&self) {
+        self.acc().add("UnknownReplies", 1);
     }
 }
 

@@ -244,6 +244,31 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(400);
 /// trip each, under the 250 ms response timeout) and the lock.
 pub const SHUTDOWN_JOB_GRACE: Duration = Duration::from_millis(150);
 
+// ---------------------------------------------------------------- the key's health
+
+/// How long the whole cluster holds off after law.go.kr refuses the key itself (see
+/// [`crate::key_health`]) before one call probes it again. Registering an egress IP or
+/// applying for an API takes an operator minutes; twelve probes an hour cost nothing of the
+/// key's day, where retrying every job once a second would spend it all on refusals.
+pub const KEY_PROBE_INTERVAL: Duration = Duration::from_secs(5 * 60);
+/// How long an open circuit is kept after its last refusal when nothing probes it (no work
+/// was due): an hour, after which the next call probes as if it were closed.
+pub const KEY_HEALTH_KEEP: Duration = Duration::from_secs(60 * 60);
+/// How long the whole cluster holds off after an HTML page of no known shape on a 200: a
+/// throttle, block or maintenance page nobody has recorded yet. As long as a 429 without
+/// Retry-After would at its worst: the key is not hammered while the page lasts, and a
+/// passing glitch costs a minute.
+pub const UNKNOWN_PAGE_COOLDOWN: Duration = Duration::from_secs(60);
+/// Replies of no known shape kept for `lawsync probe`: the latest few show whether one
+/// page repeats.
+pub const UNKNOWN_REPLIES_KEPT: usize = 10;
+/// Bytes of each such reply kept: an error page says what it is in its first kilobyte.
+pub const UNKNOWN_REPLY_BYTES: usize = 2048;
+/// How long the format a key was found served in (and the replies of no known shape) are
+/// kept without being seen again: a month, so cold starts after a quiet week still ask in
+/// the right format at once.
+pub const LEARNED_FORMAT_KEEP: Duration = Duration::from_secs(30 * 86_400);
+
 // ---------------------------------------------------------------- the mirror
 
 /// How long a `missing/` marker is trusted before its id, listed again, is fetched again.

@@ -43,6 +43,8 @@ pub enum Store {
 pub struct KeptAlerts {
     pub dead: Mutex<Vec<DeadLetterAlert>>,
     pub runs: Mutex<Vec<RunAlert>>,
+    /// The key-health circuit's openings.
+    pub keys: Mutex<Vec<lawsync::key_health::OpenCircuit>>,
 }
 
 impl AlertSink for KeptAlerts {
@@ -61,6 +63,15 @@ impl AlertSink for KeptAlerts {
         runs: &'a [RunAlert],
     ) -> BoxFuture<'a, Result<(), AlertError>> {
         self.runs.lock().expect("alerts").extend_from_slice(runs);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn key_refused<'a>(
+        &'a self,
+        _env: &'a str,
+        circuit: &'a lawsync::key_health::OpenCircuit,
+    ) -> BoxFuture<'a, Result<(), AlertError>> {
+        self.keys.lock().expect("alerts").push(circuit.clone());
         Box::pin(std::future::ready(Ok(())))
     }
 }
@@ -167,6 +178,12 @@ pub struct RigSetup {
     /// The gate, to the microsecond (the variables take milliseconds); the handlers then
     /// wait for a slot as long as the policy's default for it.
     pub gate: Option<lawsync::config::GateConfig>,
+    /// How long the cluster holds off after law.go.kr refuses the key (the policy's five
+    /// minutes when `None`).
+    pub key_probe: Option<Duration>,
+    /// The look-alike's registered caller addresses (see
+    /// [`LookalikeConfig::registered`]).
+    pub registered: Option<Vec<std::net::IpAddr>>,
 }
 
 impl RigSetup {
@@ -187,6 +204,8 @@ impl RigSetup {
                 cap: Duration::from_millis(400),
             },
             gate: None,
+            key_probe: None,
+            registered: None,
         }
     }
 }
@@ -222,6 +241,8 @@ impl MirrorRig {
             env: overrides,
             backoff,
             gate,
+            key_probe,
+            registered,
         } = setup;
         let oc = crate::servers::unique_oc("oc-MIRROR");
         let mut cfg = LookalikeConfig::new(&oc);
@@ -230,6 +251,7 @@ impl MirrorRig {
         cfg.today = today;
         cfg.world = world;
         cfg.latency_spread = latency_spread;
+        cfg.registered = registered;
         let lookalike = Lookalike::start(cfg).await.expect("look-alike");
         let env = unique_env("mir");
         let mut vars = vec![
@@ -267,7 +289,10 @@ impl MirrorRig {
         let ns = Namespace::new(&env, "law-go-kr").expect("ns");
         let conn = Topology::Standalone.connect().await;
         let gate = Arc::new(Gate::new(conn.clone(), &ns, cfg.gate));
-        let law = LawClient::new(&cfg.law, Secret::new(&oc), gate).expect("client");
+        let mut law = LawClient::new(&cfg.law, Secret::new(&oc), gate).expect("client");
+        if let Some(d) = key_probe {
+            law = law.with_key_probe_interval(d);
+        }
         let (docs, s3, folder): (Arc<dyn DocumentStore>, _, _) = match store {
             Store::Folder => {
                 let dir = std::env::temp_dir().join(&env);

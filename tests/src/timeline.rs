@@ -278,6 +278,7 @@ mod tests {
             window: None,
             status: if cause == "ok" { 200 } else { 429 },
             cause: cause.into(),
+            format: None,
         }
     }
 

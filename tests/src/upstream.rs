@@ -25,6 +25,8 @@ pub enum Body {
     LyingLength { announced: u64, actual: Vec<u8> },
     /// Headers, then nothing until the client gives up.
     Stall,
+    /// Nothing at all: the connection is reset (RST) once the request is read.
+    Reset,
 }
 
 /// One scripted reply.
@@ -303,6 +305,13 @@ async fn fill(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
 
 pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     tokio::time::sleep(reply.delay).await;
+    if matches!(reply.body, Body::Reset) {
+        // Closing with a zero linger sends RST, not FIN. (Deprecated because a non-zero
+        // linger blocks the thread on drop; a zero one never waits.)
+        #[allow(deprecated)]
+        sock.set_linger(Some(Duration::ZERO))?;
+        return Err(std::io::Error::other("reset"));
+    }
     let mut head = format!("HTTP/1.1 {} X\r\n", reply.status);
     for (k, v) in &reply.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
@@ -312,6 +321,7 @@ pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::
         Body::LyingLength { announced, .. } => head.push_str(&format!("Content-Length: {announced}\r\n")),
         Body::Chunked(_) | Body::Endless { .. } => head.push_str("Transfer-Encoding: chunked\r\n"),
         Body::Stall => head.push_str("Content-Length: 100\r\n"),
+        Body::Reset => {}
     }
     head.push_str("\r\n");
     sock.write_all(head.as_bytes()).await?;
@@ -345,6 +355,7 @@ pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::
         Body::Stall => {
             tokio::time::sleep(Duration::from_secs(600)).await;
         }
+        Body::Reset => {}
     }
     sock.flush().await
 }

@@ -404,6 +404,13 @@ fn bad_200s() -> Vec<Case> {
                 .text(format!(
                     "<html><script>location.assign('/x?{MARK}')</script></html>"
                 )),
+            |e| matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::AntiBot)),
+        ),
+        (
+            "an html page of no known shape",
+            Reply::status(200)
+                .header("Content-Type", "text/html")
+                .text(format!("<html><body>점검 중 {MARK}</body></html>")),
             |e| matches!(e, LawError::HtmlPage),
         ),
         (
@@ -411,7 +418,7 @@ fn bad_200s() -> Vec<Case> {
             Reply::json(format!(
                 r#"{{"result":"사용자 정보 검증에 실패하였습니다.","msg":"OC={OC} {MARK}"}}"#
             )),
-            |e| matches!(e, LawError::AuthRejected),
+            |e| matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::VerifyFailed)),
         ),
         (
             "no such precedent",

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lawsync::config::Config;
-use lawsync::law::{CallEvent, CallObserver, LawError, NetKind};
+use lawsync::law::{CallEvent, CallObserver, KeyProblem, LawError, TlsProblem};
 use lawsync::{Deadline, Gate, LawClient, Secret};
 use lawsync_tests::servers::{Topology, unique_ns};
 use lawsync_tests::upstream::{Reply, Upstream};
@@ -394,17 +394,26 @@ async fn an_untrusted_certificate_fails_to_connect_and_spends_no_grant() {
     let (client, _) = client(&base, &[("LAW_API_MAX_ATTEMPTS", "1")]).await;
     let captured = lawsync_tests::capture::capture_global();
     let err = client.detail("7", Deadline::NONE).await.expect_err("untrusted");
-    assert!(
-        matches!(
-            err,
-            LawError::Network {
-                kind: NetKind::Connect,
-                ..
-            }
-        ),
+    // Named as a certificate problem, with what to do; the key-health circuit opens (no
+    // retry can fix a certificate), and nothing is ever sent without TLS.
+    assert_eq!(
+        err,
+        LawError::KeyRefused(KeyProblem::Tls {
+            problem: TlsProblem::UnknownIssuer
+        }),
         "{err:?}"
     );
+    let text = err.to_string();
+    assert!(
+        text.contains("certificate could not be verified")
+            && text.contains("incomplete chain")
+            && text.contains("LAW_API_CA_FILE")
+            && text.contains("never switch to http"),
+        "{text}"
+    );
     assert_eq!(client.gate().stats().grants, 0);
+    let open = client.health().status().await.expect("status").expect("open");
+    assert_eq!(open.reason, "tls_unknown_issuer");
     assert!(seen.lock().expect("seen").requests.is_empty());
     // The cause is logged, and neither it nor rustls' own records (the `log` crate's,
     // bridged into the same capture) carry the key.
@@ -418,6 +427,96 @@ async fn an_untrusted_certificate_fails_to_connect_and_spends_no_grant() {
         "rustls' records are captured too"
     );
     assert!(!log.contains(OC) && !format!("{err:?}").contains(OC));
+}
+
+/// A server that sends its leaf without the intermediate that signed it: rustls does not
+/// fetch the missing intermediate (browsers do), so the chain does not reach the trusted
+/// root. Named as such; with the intermediate in `LAW_API_CA_FILE`, the calls go through.
+#[tokio::test]
+async fn an_incomplete_chain_is_named_and_completed_by_the_ca_file() {
+    let chain = incomplete_chain();
+    let (base, seen) = slow_tls_upstream(chain.server.clone()).await;
+    let root_only = [
+        ("LAW_API_CA_FILE", chain.root_file.to_str().expect("path")),
+        ("LAW_API_MAX_ATTEMPTS", "1"),
+    ];
+    let (refused, _) = client(&base, &root_only).await;
+    let err = refused
+        .detail("7", Deadline::NONE)
+        .await
+        .expect_err("incomplete chain");
+    assert_eq!(
+        err,
+        LawError::KeyRefused(KeyProblem::Tls {
+            problem: TlsProblem::UnknownIssuer
+        })
+    );
+    assert!(err.to_string().contains("LAW_API_CA_FILE"), "{err}");
+    assert!(seen.lock().expect("seen").requests.is_empty(), "nothing sent");
+    let completed = [("LAW_API_CA_FILE", chain.with_intermediate.to_str().expect("path"))];
+    let (completed, _) = client(&base, &completed).await;
+    let doc = completed
+        .detail("7", Deadline::NONE)
+        .await
+        .expect("the chain completed by the file");
+    assert_eq!(doc.id, "7");
+}
+
+/// A root, an intermediate it signed, and a leaf for `localhost` the intermediate signed;
+/// the server presents the leaf alone.
+struct IncompleteChain {
+    server: ServerConfig,
+    root_file: std::path::PathBuf,
+    with_intermediate: std::path::PathBuf,
+    _dir: tempdir::Dir,
+}
+
+fn incomplete_chain() -> IncompleteChain {
+    let ca = |name: &str| {
+        let mut p = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(DnType::CommonName, name);
+        p
+    };
+    let root = CertifiedIssuer::self_signed(ca("lawsync test root"), KeyPair::generate().expect("key"))
+        .expect("root");
+    let intermediate = CertifiedIssuer::signed_by(
+        ca("lawsync test intermediate"),
+        KeyPair::generate().expect("key"),
+        &root,
+    )
+    .expect("intermediate");
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &intermediate)
+        .expect("leaf");
+    let dir = tempdir::Dir::new("chain");
+    let root_file = dir.0.join("root.pem");
+    std::fs::write(&root_file, root.pem()).expect("write root");
+    let with_intermediate = dir.0.join("root-and-intermediate.pem");
+    std::fs::write(
+        &with_intermediate,
+        format!("{}{}", root.pem(), intermediate.pem()),
+    )
+    .expect("write both");
+    let server = ServerConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![CertificateDer::from(leaf.der().to_vec())],
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+    )
+    .expect("server config");
+    IncompleteChain {
+        server,
+        root_file,
+        with_intermediate,
+        _dir: dir,
+    }
 }
 
 #[tokio::test]

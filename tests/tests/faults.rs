@@ -6,7 +6,9 @@
 //! own, and must end in the documented outcome, [`EXPECTED`], which `docs/fault-matrix.md`
 //! shows. Afterwards every place a key or an upstream body could leak to is searched:
 //! everything the tracing subscriber captured, every Redis key and value of the cell, the
-//! Slack alerts, the stored documents and the handlers' replies. Zero hits.
+//! Slack alerts, the stored documents and the handlers' replies. Zero hits, but for the
+//! one place an upstream body is kept on purpose: the replies of no known shape kept for
+//! `lawsync probe`, which must hold no key.
 
 use std::time::Duration;
 
@@ -65,6 +67,11 @@ enum Outcome {
     Retried,
     /// Failed for good in the drainer: a dead letter and one Slack alert.
     DeadAlerted,
+    /// law.go.kr refused the key: the key-health circuit opened, the work parked without
+    /// counting an attempt, due at the circuit's probe.
+    Held,
+    /// The same in the drainer: released unchanged, and the circuit's one Slack alert.
+    HeldAlerted,
 }
 
 /// The fault kinds: the brief's list, each as the look-alike injects it.
@@ -108,6 +115,9 @@ fn kinds() -> Vec<(&'static str, Fault)> {
         ("403", Fault::Status { status: 403 }),
         ("200 with the anti-bot HTML page", Fault::Html),
         ("200 with {\"result\": key verification failed}", Fault::Result),
+        ("200 with the page of an API not applied for", Fault::NotApplied),
+        ("200 with an HTML page of no known shape", Fault::Throttle),
+        ("connection reset after the request", Fault::Reset),
         ("200 with {\"Law\": no such precedent}", Fault::Law),
         ("200 with an empty body", Fault::Empty),
         (
@@ -123,13 +133,16 @@ fn kinds() -> Vec<(&'static str, Fault)> {
 
 /// The documented outcome of every cell: (kind, span) → (search, detail, drainer).
 ///
-/// Why, in short: 429, 5xx and timeouts are retried in-process, after max(2^attempt s,
-/// Retry-After) plus jitter, up to 3 attempts; a delay past 30 s is never slept. A 302, a
-/// 404, the HTML page, `{"result"}` and an empty body are not retried in-process but parked,
-/// since on law.go.kr they pass (maintenance, an anti-bot wave, an IP not yet registered).
-/// 400, 401, 403 and an oversized body are permanent. `{"Law"}` on a detail means the
-/// precedent does not exist; on a search it is an error. The drainer here runs with
-/// `RETRY_MAX_ATTEMPTS=2`: a retryable failure counts once and the entry is due again.
+/// Why, in short: 429, 5xx, timeouts and a reset connection are retried in-process, after
+/// max(2^attempt s, Retry-After) plus jitter, up to 3 attempts; a delay past 30 s is never
+/// slept. A 302, a 404, an HTML page of no known shape and an empty body are not retried
+/// in-process but parked, since on law.go.kr they pass (maintenance). The anti-bot page,
+/// `{"result"}` and a list or body not applied for in either format are refusals of the
+/// key: the key-health circuit holds every call off, the work waits uncounted, one alert.
+/// The page of an API not applied for, once, is answered by asking in XML. 400, 401, 403
+/// and an oversized body are permanent. `{"Law"}` on a detail means the precedent does not
+/// exist; on a search it is an error. The drainer here runs with `RETRY_MAX_ATTEMPTS=2`: a
+/// retryable failure counts once and the entry is due again.
 const EXPECTED: &[(&str, Span, [Outcome; 3])] = {
     use Outcome::*;
     use Span::*;
@@ -174,19 +187,45 @@ const EXPECTED: &[(&str, Span, [Outcome; 3])] = {
         ("401", Always, [Dead, Dead, DeadAlerted]),
         ("403", Once, [Dead, Dead, DeadAlerted]),
         ("403", Always, [Dead, Dead, DeadAlerted]),
-        ("200 with the anti-bot HTML page", Once, [Parked, Parked, Retried]),
+        ("200 with the anti-bot HTML page", Once, [Held, Held, HeldAlerted]),
         (
             "200 with the anti-bot HTML page",
             Always,
-            [Parked, Parked, Retried],
+            [Held, Held, HeldAlerted],
         ),
         (
             "200 with {\"result\": key verification failed}",
             Once,
-            [Parked, Parked, Retried],
+            [Held, Held, HeldAlerted],
         ),
         (
             "200 with {\"result\": key verification failed}",
+            Always,
+            [Held, Held, HeldAlerted],
+        ),
+        (
+            "200 with the page of an API not applied for",
+            Once,
+            [Done, Done, Done],
+        ),
+        (
+            "200 with the page of an API not applied for",
+            Always,
+            [Held, Held, HeldAlerted],
+        ),
+        (
+            "200 with an HTML page of no known shape",
+            Once,
+            [Parked, Parked, Retried],
+        ),
+        (
+            "200 with an HTML page of no known shape",
+            Always,
+            [Parked, Parked, Retried],
+        ),
+        ("connection reset after the request", Once, [Done, Done, Done]),
+        (
+            "connection reset after the request",
             Always,
             [Parked, Parked, Retried],
         ),
@@ -347,10 +386,19 @@ async fn run(kind: &str, fault: Fault, span: Span, path: Path) -> (Outcome, Stri
         }
     };
     let missing = c.docs.join("missing").join(format!("{id}.json")).exists();
-    let outcome = classify(path, counts, missing)
-        .unwrap_or_else(|| panic!("{kind} {span:?} {path:?}: counts {counts:?}\n{replies}"));
+    let health = c.deps.law.health();
+    let held = health.status().await.expect("key health").is_some();
+    let outcome = classify(path, counts, missing, held)
+        .unwrap_or_else(|| panic!("{kind} {span:?} {path:?}: counts {counts:?} held {held}\n{replies}"));
     let mut left = replies;
     left.push_str(&redis_text(&Topology::Standalone.url(), &c.ns).await);
+    left.push_str(&format!("{:?}", health.status().await));
+    // The replies of no known shape keep the upstream's text on purpose, never the key.
+    let kept = format!("{:?}", health.unknown_replies().await.expect("unknown replies"));
+    assert!(
+        !kept.contains(&upstream.oc),
+        "{kind}: the key in a kept reply: {kept}"
+    );
     left.push_str(&dir_text(&c.docs));
     for seen in c.slack.seen() {
         left.push_str(&seen.body);
@@ -358,9 +406,17 @@ async fn run(kind: &str, fault: Fault, span: Span, path: Path) -> (Outcome, Stri
     (outcome, left)
 }
 
-/// The outcome one call's counts stand for, or `None` for a mix no documented outcome has.
-fn classify(path: Path, counts: [u32; 4], missing: bool) -> Option<Outcome> {
+/// The outcome one call's counts stand for (`held`: the key-health circuit is open), or
+/// `None` for a mix no documented outcome has.
+fn classify(path: Path, counts: [u32; 4], missing: bool, held: bool) -> Option<Outcome> {
     let drainer = path == Path::Drainer;
+    if held {
+        return match counts {
+            [0, 0, 0, 1] if drainer => Some(Outcome::HeldAlerted),
+            [0, 1, 0, 0] if !drainer => Some(Outcome::Held),
+            _ => None,
+        };
+    }
     Some(match counts {
         [1, 0, 0, 0] if missing => Outcome::Missing,
         [1, 0, 0, 0] => Outcome::Done,
@@ -450,5 +506,7 @@ fn label(o: Outcome) -> &'static str {
         Outcome::Dead => "dead letter",
         Outcome::Retried => "retried later",
         Outcome::DeadAlerted => "dead letter + alert",
+        Outcome::Held => "held (circuit open)",
+        Outcome::HeldAlerted => "held (circuit open) + alert",
     }
 }

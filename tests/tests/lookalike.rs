@@ -166,15 +166,28 @@ async fn a_wrong_key_or_a_missing_referer_fails_verification_without_echoing_the
         &unique_ns("lookalike"),
         cfg.gate,
     ));
-    let client = LawClient::new(&cfg.law, Secret::new(OC), gate.clone()).expect("client");
+    let client = LawClient::new(&cfg.law, Secret::new(OC), gate).expect("client");
     let e = client.detail("100001", in_time()).await.expect_err("wrong key");
-    assert!(matches!(e, LawError::AuthRejected), "{e:?}");
+    assert!(
+        matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::VerifyFailed)),
+        "{e:?}"
+    );
     assert!(!format!("{e} {e:?}").contains(OC));
 
+    // The refusal holds that key's gate off (the key-health circuit); the right key has a
+    // gate of its own.
     let cfg = config(&server.base_url, &[("LAW_API_REFERER", "https://example.com/")]);
+    let gate = Arc::new(Gate::new(
+        Topology::Standalone.connect().await,
+        &unique_ns("lookalike"),
+        cfg.gate,
+    ));
     let client = LawClient::new(&cfg.law, Secret::new("the-right-key"), gate).expect("client");
     let e = client.detail("100001", in_time()).await.expect_err("bad referer");
-    assert!(matches!(e, LawError::AuthRejected), "{e:?}");
+    assert!(
+        matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::VerifyFailed)),
+        "{e:?}"
+    );
     assert_eq!(
         server.arrivals().iter().filter(|a| a.cause == "verify").count(),
         2
@@ -245,8 +258,12 @@ async fn every_injected_fault_becomes_its_own_clear_error() {
         (Fault::Redirect, |e| {
             matches!(e, LawError::Http { status: 302, .. })
         }),
-        (Fault::Html, |e| matches!(e, LawError::HtmlPage)),
-        (Fault::Result, |e| matches!(e, LawError::AuthRejected)),
+        (Fault::Html, |e| {
+            matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::AntiBot))
+        }),
+        (Fault::Result, |e| {
+            matches!(e, LawError::KeyRefused(lawsync::law::KeyProblem::VerifyFailed))
+        }),
         (Fault::Law, |e| matches!(e, LawError::NotFound)),
         (Fault::Oversized { bytes: 5_000_000 }, |e| {
             matches!(e, LawError::BodyTooLarge { .. })
@@ -262,7 +279,8 @@ async fn every_injected_fault_becomes_its_own_clear_error() {
         .find(|p| !p.detail_missing)
         .expect("one");
     for (fault, expected) in cases {
-        // A fresh gate each time: the 429 case leaves its own cooling down for an hour.
+        // A fresh gate each time: the 429 case leaves its own cooling down for an hour, the
+        // refusals of the key theirs for the circuit's probe interval.
         let client = client_for(&server, &extra).await;
         server.inject(Injection::new(fault.clone(), 1));
         let e = client

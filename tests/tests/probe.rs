@@ -207,7 +207,8 @@ async fn a_rejected_key_checks_nothing_and_says_so() {
     assert_eq!(code, Some(3), "{stdout}\n{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
-        stderr.contains("law.go.kr did not answer the probe's first search, so nothing was checked: law.go.kr rejected the key"),
+        stderr.contains("law.go.kr did not answer the probe's first search, so nothing was checked: law.go.kr refused the key")
+            && stderr.contains("EgressIp"),
         "{stderr}"
     );
     assert_eq!(up.arrivals().len(), 1, "one call, then nothing more");
@@ -268,6 +269,7 @@ async fn no_call_starts_that_the_budget_cannot_pay_for() {
         today: "20261202".into(),
         max_attempts: cfg.law.max_attempts,
         budget,
+        format: cfg.law.format,
     };
     let report = lawsync::probe::run(client, &opts).await.expect("a report");
     // Three attempts a call: a call starts only while 3 more requests fit in 8.
@@ -326,7 +328,7 @@ async fn the_lookalike_takes_its_quirks_at_start_and_at_run_time_and_refuses_bad
             depth: 0,
             beyond: Beyond::NoHits,
         }),
-        unstable_total: false,
+        ..Quirks::default()
     };
     assert_eq!(
         up.set_quirks(zero),
@@ -337,7 +339,7 @@ async fn the_lookalike_takes_its_quirks_at_start_and_at_run_time_and_refuses_bad
         .await
         .expect("get");
     assert!(
-        cleared.contains(r#"{"pageLimit":null,"unstableTotal":false}"#),
+        cleared.contains(r#"{"pageLimit":null,"refuseJson":false,"refuseXml":false,"unstableTotal":false}"#),
         "{cleared}"
     );
 
@@ -362,4 +364,122 @@ async fn the_lookalike_takes_its_quirks_at_start_and_at_run_time_and_refuses_bad
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// Which formats the key is served: a key refused JSON is reported so, and passes with
+/// `auto`; set to JSON only, the probe says it differs and what to set. Neither call of
+/// the check opens the key-health circuit: the probe reports, it does not steer.
+#[tokio::test]
+async fn the_formats_the_key_is_served_are_reported_and_steer_nothing() {
+    let oc = unique_oc(OC);
+    let up = lookalike(
+        &oc,
+        Quirks {
+            refuse_json: true,
+            ..Quirks::default()
+        },
+    )
+    .await;
+    let env = env(&up, &oc);
+    let (code, stdout, stderr) = probe(&env, &["--json"]).await;
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).expect("a JSON report");
+    let formats = finding(&report, "formats");
+    assert_eq!(formats["verdict"], "ok", "{formats}");
+    assert_eq!(
+        (
+            formats["figures"]["json"].clone(),
+            formats["figures"]["xml"].clone()
+        ),
+        (Value::from("not_applied"), Value::from("served")),
+        "{formats}"
+    );
+    assert_eq!(
+        report["keyCircuit"],
+        Value::Null,
+        "the probe opened the circuit: {report}"
+    );
+    assert_within_budget(&report, &up);
+
+    let json_only = env.clone().set("LAW_API_FORMAT", "json");
+    let (code, _, stderr) = probe(&json_only, &["--json"]).await;
+    assert_eq!(
+        code,
+        Some(3),
+        "a key refused its only format is the set-up's: {stderr}"
+    );
+    assert!(stderr.contains("LAW_API_FORMAT=auto"), "{stderr}");
+}
+
+/// The key-health circuit and the replies of no known shape, as an operator sees them:
+/// `lawsync gate status` names the circuit's cause and fix; `lawsync probe` shows the
+/// replies kept, the key masked.
+#[tokio::test]
+async fn gate_status_shows_the_circuit_and_probe_the_replies_of_no_known_shape() {
+    let oc = unique_oc(OC);
+    let up = lookalike(&oc, Quirks::default()).await;
+    let env = env(&up, &oc);
+    // A function of this stack met an unregistered address, and a page nobody knows.
+    let cfg = Config::from_lookup(|k| env.get(k).map(str::to_owned)).expect("config");
+    let redis = lawsync::RedisConn::connect(&cfg.redis).await.expect("redis");
+    let ns = lawsync::Namespace::new(&cfg.app_env, lawsync::law::UPSTREAM).expect("ns");
+    let gate = lawsync::app::law_gate(redis, &Secret::new(oc.clone()), &ns, cfg.gate).expect("gate");
+    let health = lawsync::key_health::KeyHealth::beside(gate.connection().clone(), gate.key());
+    health
+        .refused(
+            &lawsync::law::KeyProblem::VerifyFailed,
+            lawsync::law::Endpoint::Search,
+            &gate,
+            Duration::from_secs(300),
+        )
+        .await
+        .expect("refused");
+    let page = format!("<html><body>접근이 제한되었습니다 OC={oc}</body></html>");
+    let kept = lawsync::key_health::UnknownReply::of(
+        "detail",
+        lawsync::law::Format::Json,
+        page.as_bytes(),
+        "an HTML page of no known shape",
+        &Secret::new(oc.clone()),
+    );
+    health.keep_unknown(&kept).await.expect("kept");
+
+    let out = env
+        .command(&["gate", "status"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("gate status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("key-health circuit: OPEN")
+            && text.contains("auth_rejected")
+            && text.contains("EgressIp"),
+        "{text}"
+    );
+    assert!(!text.contains(&oc));
+    let out = env
+        .command(&["gate", "status", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("gate status --json");
+    let status: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(status["keyCircuit"]["reason"], "auth_rejected", "{status}");
+
+    // The probe shows what was kept (with the circuit and its hold cleared for its run, as
+    // an operator's fix and five minutes would).
+    let _: () = redis::cmd("DEL")
+        .arg(health.key())
+        .arg(gate.key())
+        .query_async(&mut gate.connection().clone())
+        .await
+        .expect("del");
+    let (code, text, stderr) = probe(&env, &[]).await;
+    assert_eq!(code, Some(0), "{text}\n{stderr}");
+    assert!(
+        text.contains("1 reply of no known shape kept") && text.contains("접근이 제한되었습니다 OC=***"),
+        "{text}"
+    );
 }

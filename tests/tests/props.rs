@@ -495,18 +495,28 @@ fn errors_on_200_and_html_pages_are_named_not_echoed() {
         500,
         (text(), text(), "[ \t\r\n]{0,3}"),
         |(a, b, ws)| {
+            use lawsync::law::KeyProblem;
             for root in ["PrecSearch", "PrecService"] {
-                let auth = json!({ "result": a, "msg": format!("{b} OC={OC}") }).to_string();
+                let verify = format!("{a}사용자 정보 검증에 실패하였습니다.{b}");
+                let auth = json!({ "result": verify, "msg": format!("{b} OC={OC}") }).to_string();
                 let e = decode_body(auth.as_bytes(), &oc(), root).expect_err("auth body");
-                prop_assert_eq!(&e, &LawError::AuthRejected);
+                prop_assert_eq!(&e, &LawError::KeyRefused(KeyProblem::VerifyFailed));
+                // A `result` law.go.kr is not known to send is no refusal of the key.
+                let other =
+                    json!({ "result": format!("{a}{MARK}"), "msg": format!("{b} OC={OC}") }).to_string();
+                let e = decode_body(other.as_bytes(), &oc(), root).expect_err("other body");
+                prop_assert!(matches!(e, LawError::Malformed { .. }), "{:?}", e);
                 let missing = json!({ "Law": format!("{a}{MARK}") }).to_string();
                 let e = decode_body(missing.as_bytes(), &oc(), root).expect_err("missing body");
                 prop_assert_eq!(&e, &LawError::NotFound);
                 let html = format!("{ws}\u{feff}<html><script>location.assign('{a}')</script>{MARK}</html>");
                 let e = decode_body(html.as_bytes(), &oc(), root).expect_err("html body");
-                prop_assert_eq!(&e, &LawError::HtmlPage);
+                prop_assert_eq!(&e, &LawError::KeyRefused(KeyProblem::AntiBot));
                 let bare = format!("{ws}window.location.assign(\"/{b}{MARK}\")");
                 let e = decode_body(bare.as_bytes(), &oc(), root).expect_err("script body");
+                prop_assert_eq!(&e, &LawError::KeyRefused(KeyProblem::AntiBot));
+                let page = format!("{ws}<html><body>{a}{MARK}</body></html>");
+                let e = decode_body(page.as_bytes(), &oc(), root).expect_err("page");
                 prop_assert_eq!(&e, &LawError::HtmlPage);
             }
             Ok(())

@@ -30,6 +30,10 @@ async fn main() -> ExitCode {
             if let Ok(r) = &report {
                 metrics.drain(r, stats.as_ref());
             }
+            // And whether law.go.kr refuses the key (the key-health circuit's alarm).
+            if let Ok(circuit) = deps.law.health().status().await {
+                metrics.key_circuit(circuit.is_some());
+            }
             metrics.flush();
             Ok::<_, Error>(serde_json::to_value(report?)?)
         },

@@ -708,6 +708,12 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
             retry_in: Some(wait),
             room_known: true,
         },
+        // law.go.kr refused the key itself (the key-health circuit is open): the job did not
+        // fail, so its attempt is not counted. Due when the circuit's probe is.
+        Err(JobError::Law(LawError::KeyRefused(_))) => Outcome::NotStarted {
+            retry_in: Some(deps.law.key_probe_interval()),
+            room_known: true,
+        },
         Err(JobError::Law(LawError::Gate(GateError::Unsettled { .. } | GateError::Unavailable(_)))) => {
             Outcome::NotStarted {
                 retry_in: Some(GATE_REFUSED_RETRY),
@@ -757,6 +763,13 @@ pub async fn park_or_bury(deps: &Deps, job: &Job, err: JobError) -> MessageFate 
                 Refusal::Deadline | Refusal::QueueAhead => Duration::ZERO,
             };
             deps.queue.enqueue_due_in(job, due_in, note).await
+        }
+        // Not this job's failure: law.go.kr refused the key, and the whole cluster holds
+        // off until a probe finds it accepted. Due then, without the retry backoff.
+        (JobError::Law(LawError::KeyRefused(_)), _) => {
+            deps.queue
+                .enqueue_due_in(job, deps.law.key_probe_interval(), note)
+                .await
         }
         (_, Disposition::RetryLater(after)) => deps.queue.enqueue(job, after, note).await,
         (_, Disposition::Permanent) => {
@@ -853,7 +866,33 @@ pub async fn page_buried(deps: &Deps, req: &SearchRequest) {
 /// scheduled drainer) one alert per run whose record shows a discrepancy.
 pub async fn runs_owed(deps: &Deps, alerts: Option<&dyn crate::alert::AlertSink>, deadline: Deadline) {
     runs_owed_records(deps, alerts, deadline).await;
+    if let Some(sink) = alerts {
+        key_alert_owed(deps, sink, deadline).await;
+    }
     super::backfill::after_pass(deps).await;
+}
+
+/// The key-health circuit's alert, when its opening owes one (see [`crate::key_health`]).
+async fn key_alert_owed(deps: &Deps, sink: &dyn crate::alert::AlertSink, deadline: Deadline) {
+    let health = deps.law.health();
+    let circuit = match health.take_alert().await {
+        Ok(Some(c)) => c,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "key-health alert unreadable");
+            return;
+        }
+    };
+    let bound = deadline.cap(crate::policy::ALERT_TIMEOUT);
+    match tokio::time::timeout(bound, sink.key_refused(&deps.cfg.app_env, &circuit)).await {
+        Ok(Ok(())) => tracing::info!(reason = %circuit.reason, "key-health alert sent"),
+        _ => {
+            tracing::error!(reason = %circuit.reason, "key-health alert not delivered; kept for the next pass");
+            if let Err(e) = health.alert_undelivered(&circuit).await {
+                tracing::error!(error = %e, "key-health alert could not be kept");
+            }
+        }
+    }
 }
 
 async fn runs_owed_records(deps: &Deps, alerts: Option<&dyn crate::alert::AlertSink>, deadline: Deadline) {

@@ -139,6 +139,10 @@ pub struct Grant {
     /// the reply's delay (a starved CPU can take milliseconds to read it), and needs no
     /// comparison of this clock with Redis'.
     pub asked_at: tokio::time::Instant,
+    /// The end of the last cluster cooldown (or a fresh state's quiet) on Redis' clock, µs;
+    /// 0 when the state holds none. A grant soon after one may be the first call after the
+    /// key-health circuit's hold ([`crate::key_health`]).
+    pub cooldown_end_us: u64,
     epoch: u64,
     next_start_before: u64,
     next_start_after: u64,
@@ -249,6 +253,11 @@ impl Gate {
         &self.key
     }
 
+    /// The Redis connection the state is on.
+    pub fn connection(&self) -> &RedisConn {
+        &self.conn
+    }
+
     /// Waits for a slot, at most `max_wait` and never past `deadline`. On error nothing
     /// is reserved and the upstream must not be called.
     pub async fn acquire(&self, deadline: Deadline) -> Result<Grant, GateError> {
@@ -314,6 +323,7 @@ impl Gate {
                     epoch,
                     next_start_before,
                     next_start_after,
+                    cooldown_end,
                 } => {
                     if held != 0 && slot != held {
                         reslotted += 1;
@@ -325,6 +335,7 @@ impl Gate {
                         round_trips: call,
                         reslotted,
                         asked_at,
+                        cooldown_end_us: cooldown_end,
                         epoch,
                         next_start_before,
                         next_start_after,
@@ -467,6 +478,14 @@ impl Gate {
     }
 
     /// The gate's shape as its scripts take it.
+    /// The gate's shape as the key-health circuit's script holds the gate with it: interval
+    /// µs, burst, tolerance µs, idle ms; after the legacy state, if any, was taken over.
+    pub(crate) async fn hold_shape(&self) -> Result<(u64, u32, u64, u64), RedisFailure> {
+        self.adopt_once().await?;
+        let s = self.shape();
+        Ok((s.interval_us, s.burst, s.tolerance_us, s.idle_ms))
+    }
+
     fn shape(&self) -> Shape {
         Shape {
             interval_us: micros(self.cfg.interval),

@@ -27,6 +27,8 @@ pub(crate) enum AcquireReply {
         epoch: u64,
         next_start_before: u64,
         next_start_after: u64,
+        /// The end of the last cooldown the state holds (0: none).
+        cooldown_end: u64,
     },
     /// Sleep until `slot`, then confirm it with `epoch`.
     Wait { slot: u64, now: u64, epoch: u64 },
@@ -84,6 +86,7 @@ pub(crate) async fn acquire(
             epoch,
             next_start_before: u(before),
             next_start_after: u(after),
+            cooldown_end,
         }),
         1 => Ok(AcquireReply::Wait { slot, now, epoch }),
         2 => Ok(AcquireReply::Refused {

@@ -44,6 +44,8 @@ pub enum NetKind {
     Connect,
     Timeout,
     Other,
+    /// The TLS handshake refused law.go.kr's certificate.
+    Tls(super::refusals::TlsProblem),
 }
 
 impl NetKind {
@@ -52,6 +54,7 @@ impl NetKind {
             NetKind::Connect => "could not connect",
             NetKind::Timeout => "timed out",
             NetKind::Other => "connection failed",
+            NetKind::Tls(_) => "certificate not verified",
         }
     }
 }
@@ -87,13 +90,17 @@ pub enum LawError {
     BodyTooLarge { limit: u64 },
     #[error("law.go.kr reply is empty")]
     EmptyBody,
-    #[error("law.go.kr replied with an HTML page instead of JSON (anti-bot or maintenance page)")]
+    #[error(
+        "law.go.kr replied with an HTML page of no known shape (a maintenance, throttle or block page?); kept for `lawsync probe`"
+    )]
     HtmlPage,
-    #[error("law.go.kr rejected the key or this caller's IP (user verification failed)")]
-    AuthRejected,
+    /// law.go.kr refused the key itself (see [`super::refusals`]): the key-health circuit
+    /// opens.
+    #[error("{}: {}. Fix: {}", .0.headline(), .0.cause(), .0.fix())]
+    KeyRefused(super::refusals::KeyProblem),
     #[error("law.go.kr has no such precedent")]
     NotFound,
-    #[error("law.go.kr reply is not the expected JSON: {what}")]
+    #[error("law.go.kr reply is not the expected JSON or XML: {what}")]
     Malformed { what: String },
     #[error(transparent)]
     Gate(#[from] GateError),
@@ -108,6 +115,7 @@ impl LawError {
             }
             LawError::Http { status, .. } if is_permanent_status(*status) => Disposition::Permanent,
             LawError::TryLater { wait, .. } => Disposition::RetryLater(Some(*wait)),
+            LawError::KeyRefused(_) => Disposition::RetryLater(Some(crate::policy::KEY_PROBE_INTERVAL)),
             LawError::Gate(g) => Disposition::RetryLater(g.retry_after()),
             _ => Disposition::RetryLater(None),
         }
@@ -124,7 +132,7 @@ impl LawError {
             LawError::BodyTooLarge { .. } => "body_too_large",
             LawError::EmptyBody => "empty_body",
             LawError::HtmlPage => "html_page",
-            LawError::AuthRejected => "auth_rejected",
+            LawError::KeyRefused(p) => p.kind(),
             LawError::NotFound => "not_found",
             LawError::Malformed { .. } => "malformed",
             LawError::Gate(GateError::Unavailable(_)) => "gate_unavailable",

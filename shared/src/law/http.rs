@@ -30,6 +30,8 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use url::{Host, Position, Url};
 
 use super::error::{Endpoint, LawError, NetKind};
+use super::format::Format;
+use super::refusals::TlsProblem;
 use super::retry_after::parse_retry_after;
 use crate::config::LawApiConfig;
 use crate::deadline::Deadline;
@@ -143,7 +145,6 @@ impl Transport {
         headers.insert(HOST, header(&authority)?);
         headers.insert(REFERER, header(&cfg.referer)?);
         headers.insert(USER_AGENT, header(&cfg.user_agent)?);
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         Ok(Self {
             inner: Arc::new(Inner {
                 base,
@@ -254,7 +255,7 @@ impl Transport {
                 let tls = connector.connect(name.clone(), tcp).await.map_err(|e| {
                     // rustls' reason (an unknown issuer, a wrong name) holds no URL or key.
                     tracing::warn!(error = %e, "law.go.kr: TLS handshake failed");
-                    NetKind::Connect
+                    tls_failure(&e)
                 })?;
                 handshake(tls).await?
             }
@@ -269,6 +270,7 @@ impl Transport {
         &self,
         conn: Connection,
         endpoint: Endpoint,
+        format: Format,
         oc: &Secret,
         params: &[(&'static str, String)],
         deadline: Deadline,
@@ -282,7 +284,7 @@ impl Transport {
             let mut q = url.query_pairs_mut();
             q.append_pair("OC", oc.expose())
                 .append_pair("target", "prec")
-                .append_pair("type", "JSON");
+                .append_pair("type", format.param());
             for (k, v) in params {
                 q.append_pair(k, v);
             }
@@ -295,6 +297,13 @@ impl Transport {
         };
         *request.uri_mut() = target;
         *request.headers_mut() = self.inner.headers.clone();
+        request.headers_mut().insert(
+            ACCEPT,
+            HeaderValue::from_static(match format {
+                Format::Json => "application/json",
+                Format::Xml => "application/xml",
+            }),
+        );
         let exchange = self.exchange(conn, request);
         match deadline.usable() {
             None => exchange.await,
@@ -369,6 +378,27 @@ where
         let _ = connection.await;
     });
     Ok(sender)
+}
+
+/// A failed TLS handshake as a [`NetKind`]: a certificate rustls refused names its reason,
+/// anything else (a reset, a protocol error) is a connection failure.
+fn tls_failure(e: &std::io::Error) -> NetKind {
+    use tokio_rustls::rustls::{CertificateError, Error};
+    let Some(Error::InvalidCertificate(cert)) = e.get_ref().and_then(|inner| inner.downcast_ref::<Error>())
+    else {
+        return NetKind::Connect;
+    };
+    NetKind::Tls(match cert {
+        CertificateError::UnknownIssuer => TlsProblem::UnknownIssuer,
+        CertificateError::Expired
+        | CertificateError::ExpiredContext { .. }
+        | CertificateError::NotValidYet
+        | CertificateError::NotValidYetContext { .. } => TlsProblem::Expired,
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            TlsProblem::WrongName
+        }
+        _ => TlsProblem::Invalid,
+    })
 }
 
 /// The TLS client for `https`: the platform's roots (on Linux the system store, or the

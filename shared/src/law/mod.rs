@@ -6,19 +6,32 @@
 //! than the bound is not slept but returned as [`LawError::TryLater`], for the retry queue.
 //! 3xx and 4xx fail at once. Nothing of the URL (which holds the key) or of the reply
 //! body reaches an error, a log line or a span.
+//!
+//! A reply is read in the format asked for (`LAW_API_FORMAT`, see [`format`]), JSON or XML,
+//! into the same types. A refusal of the key itself ([`refusals`]) opens the key-health
+//! circuit ([`crate::key_health`]) and holds the whole cluster off; a reply of no known
+//! shape is kept, key masked, for `lawsync probe`, and an HTML one also holds the cluster
+//! off for [`crate::policy::UNKNOWN_PAGE_COOLDOWN`]. A connection reset after the request
+//! was sent (a throttle that answers with no status) cools the cluster down as a 429
+//! without Retry-After would.
 
 pub mod calendar;
 mod error;
+pub mod format;
 mod http;
 pub(crate) mod model;
+pub mod refusals;
 mod retry_after;
 pub mod schedule;
+pub mod xml;
 
 pub use error::{BoxFuture, Disposition, Endpoint, FailureRecord, FailureSink, LawError, NetKind};
+pub use format::{Format, FormatSetting};
 pub use model::{
     PrecedentDetail, PrecedentSummary, Probe, SearchPage, SearchRequest, check_date, check_precedent_id,
     decode_body, parse_detail, parse_search,
 };
+pub use refusals::{KeyProblem, TlsProblem};
 pub use retry_after::parse_retry_after;
 
 use std::sync::Arc;
@@ -31,9 +44,10 @@ use crate::config::GateConfig;
 use crate::config::LawApiConfig;
 use crate::deadline::Deadline;
 use crate::gate::{Gate, GateError, Grant};
+use crate::key_health::{KeyHealth, UnknownReply};
 use crate::policy::{
-    BACKOFF_BASE, BACKOFF_JITTER_FRACTION, GATE_REFUSED_RETRY, MAX_STALE_GRANTS, MIN_CALL_WINDOW,
-    RETRY_AFTER_CAP,
+    BACKOFF_BASE, BACKOFF_JITTER_FRACTION, GATE_REFUSED_RETRY, KEY_HEALTH_KEEP, KEY_PROBE_INTERVAL,
+    MAX_STALE_GRANTS, MIN_CALL_WINDOW, RETRY_AFTER_CAP, UNKNOWN_PAGE_COOLDOWN,
 };
 use crate::secret::Secret;
 use http::{Attempt, Connection, Transport};
@@ -52,6 +66,46 @@ pub struct LawClient {
     observer: Option<Arc<dyn CallObserver>>,
     /// Longest wait for a gate slot per call; `None` is the gate's own `max_wait`.
     gate_wait: Option<Duration>,
+    /// The key-health circuit and its records, beside the gate.
+    health: KeyHealth,
+    /// `LAW_API_FORMAT`.
+    setting: FormatSetting,
+    /// How long the cluster holds off after a refusal of the key before a probe
+    /// ([`KEY_PROBE_INTERVAL`]; shorter in tests).
+    key_probe: Duration,
+    /// Whether refusals open the key-health circuit (and answers close it): false for
+    /// `lawsync probe`, which reports what it sees and steers nothing.
+    steers_health: bool,
+    /// The format served, as this process knows it; shared by clones.
+    served: Arc<Served>,
+}
+
+/// What a client (and its clones) learned of the key's service, per endpoint (search,
+/// detail: law.go.kr grants each API, and each format of it, apart).
+#[derive(Debug, Default)]
+struct Served {
+    /// With `auto`: the format last found served (0 JSON, 1 XML).
+    format: [std::sync::atomic::AtomicU8; 2],
+    /// With `auto`: the formats learned by any instance have been read from Redis.
+    loaded: tokio::sync::OnceCell<()>,
+    /// The last cooldown end (µs) after which this process looked whether the circuit was
+    /// open, so that one look serves every call after one cooldown.
+    checked_cooldown: [std::sync::atomic::AtomicU64; 2],
+}
+
+/// An endpoint's place in [`Served`]'s arrays.
+fn slot(endpoint: Endpoint) -> usize {
+    match endpoint {
+        Endpoint::Search => 0,
+        Endpoint::Detail => 1,
+    }
+}
+
+/// A 200 body and when the gate granted its call.
+struct Answer {
+    body: Vec<u8>,
+    granted_at_us: u64,
+    cooldown_end_us: u64,
 }
 
 /// One attempt at law.go.kr, as a [`CallObserver`] sees it: no URL, no key, no body.
@@ -86,6 +140,14 @@ pub struct CallEvent {
 /// Called inline, so it must be quick and must not block.
 pub trait CallObserver: Send + Sync + std::fmt::Debug {
     fn observe(&self, event: &CallEvent);
+
+    /// law.go.kr refused the key (`opened`: this refusal opened the circuit).
+    fn key_refused(&self, problem: &KeyProblem, opened: bool) {
+        let _ = (problem, opened);
+    }
+
+    /// A reply of no known shape was kept for `lawsync probe`.
+    fn unknown_reply(&self) {}
 }
 
 impl LawClient {
@@ -96,15 +158,61 @@ impl LawClient {
                 "the law.go.kr key (LAW_API_OC) is empty".into(),
             ));
         }
+        let served = Served::default();
+        for f in &served.format {
+            f.store(
+                format_code(cfg.format.first()),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
         Ok(Self {
             transport: Transport::new(cfg)?,
+            health: KeyHealth::beside(gate.connection().clone(), gate.key()),
             oc,
             gate,
             max_attempts: cfg.max_attempts.max(1),
             history: None,
             observer: None,
             gate_wait: None,
+            setting: cfg.format,
+            key_probe: KEY_PROBE_INTERVAL,
+            steers_health: true,
+            served: Arc::new(served),
         })
+    }
+
+    /// The same client, reporting refusals of the key without opening the circuit, holding
+    /// the cluster off or learning the format: for `lawsync probe`, which may run from
+    /// another address than the functions'.
+    pub fn observing_only(mut self) -> Self {
+        self.steers_health = false;
+        self
+    }
+
+    /// Whether law.go.kr serves this key the list API in `format`: one `display=1` search
+    /// of the whole list, asked in that format whatever `LAW_API_FORMAT` says. Its
+    /// refusals are returned, never acted on (see [`LawClient::observing_only`]).
+    pub async fn served_in(&self, format: Format, deadline: Deadline) -> Result<(), LawError> {
+        let req = SearchRequest {
+            all: true,
+            display: Some(1),
+            ..Default::default()
+        };
+        let params = req.params()?;
+        let answer = self.call(Endpoint::Search, format, &params, deadline).await?;
+        decode_body(&answer.body, &self.oc, "PrecSearch").map(|_| ())
+    }
+
+    /// Holds the cluster off for `d` after a refusal of the key, instead of
+    /// [`KEY_PROBE_INTERVAL`]: for tests and benchmarks that cannot wait minutes.
+    pub fn with_key_probe_interval(mut self, d: Duration) -> Self {
+        self.key_probe = d;
+        self
+    }
+
+    /// How long the cluster holds off after a refusal of the key before a probe.
+    pub fn key_probe_interval(&self) -> Duration {
+        self.key_probe
     }
 
     /// Reports every attempt to `observer`.
@@ -113,10 +221,49 @@ impl LawClient {
         self
     }
 
-    /// The same client on another gate (the local runtime's per-instance contrast mode).
+    /// The same client on another gate (the local runtime's per-instance contrast mode),
+    /// with that gate's key-health circuit.
     pub fn with_gate(mut self, gate: Arc<Gate>) -> Self {
+        self.health = KeyHealth::beside(gate.connection().clone(), gate.key());
         self.gate = gate;
         self
+    }
+
+    /// The key-health circuit and its records.
+    pub fn health(&self) -> &KeyHealth {
+        &self.health
+    }
+
+    /// The format this client asks `endpoint` in next (with `auto`, the last one found
+    /// served).
+    pub async fn format(&self, endpoint: Endpoint) -> Format {
+        if self.setting == FormatSetting::Auto {
+            self.served
+                .loaded
+                .get_or_init(|| async {
+                    for e in [Endpoint::Search, Endpoint::Detail] {
+                        match self.health.learned_format(e).await {
+                            Ok(Some(f)) => self.set_served(e, f),
+                            Ok(None) => {}
+                            Err(err) => tracing::warn!(error = %err, "law.go.kr: the format the key is served in could not be read; asking in JSON"),
+                        }
+                    }
+                })
+                .await;
+        }
+        match self.setting {
+            FormatSetting::Only(f) => f,
+            FormatSetting::Auto => {
+                match self.served.format[slot(endpoint)].load(std::sync::atomic::Ordering::Relaxed) {
+                    1 => Format::Xml,
+                    _ => Format::Json,
+                }
+            }
+        }
+    }
+
+    fn set_served(&self, endpoint: Endpoint, format: Format) {
+        self.served.format[slot(endpoint)].store(format_code(format), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Waits at most `max` for a gate slot on each call instead of the gate's `max_wait`;
@@ -148,8 +295,10 @@ impl LawClient {
     pub async fn search(&self, req: &SearchRequest, deadline: Deadline) -> Result<SearchPage, LawError> {
         let result = async {
             let params = req.params()?;
-            let body = self.call(Endpoint::Search, &params, deadline).await?;
-            parse_search(decode_body(&body, &self.oc, "PrecSearch")?)
+            parse_search(
+                self.fetch(Endpoint::Search, &params, "PrecSearch", deadline)
+                    .await?,
+            )
         }
         .await;
         self.note(Endpoint::Search, result).await
@@ -164,8 +313,9 @@ impl LawClient {
     ) -> Result<(SearchPage, serde_json::Value), LawError> {
         let result = async {
             let params = req.params()?;
-            let body = self.call(Endpoint::Search, &params, deadline).await?;
-            let value = decode_body(&body, &self.oc, "PrecSearch")?;
+            let value = self
+                .fetch(Endpoint::Search, &params, "PrecSearch", deadline)
+                .await?;
             let raw = value.get("PrecSearch").cloned().unwrap_or_default();
             parse_search(value).map(|p| (p, raw))
         }
@@ -187,10 +337,14 @@ impl LawClient {
     ) -> Result<(PrecedentDetail, serde_json::Map<String, serde_json::Value>), LawError> {
         let result = async {
             check_precedent_id(id)?;
-            let body = self
-                .call(Endpoint::Detail, &[("ID", id.to_owned())], deadline)
+            let value = self
+                .fetch(
+                    Endpoint::Detail,
+                    &[("ID", id.to_owned())],
+                    "PrecService",
+                    deadline,
+                )
                 .await?;
-            let value = decode_body(&body, &self.oc, "PrecService")?;
             let raw = match value.get("PrecService") {
                 Some(serde_json::Value::Object(m)) => m.clone(),
                 _ => serde_json::Map::new(),
@@ -199,6 +353,167 @@ impl LawClient {
         }
         .await;
         self.note(Endpoint::Detail, result).await
+    }
+
+    /// One call in the format the key is served in, decoded, with what its reply tells of the
+    /// key's health acted on (see the module docs): the value of a reply of shape `root`.
+    async fn fetch(
+        &self,
+        endpoint: Endpoint,
+        params: &[(&'static str, String)],
+        root: &str,
+        deadline: Deadline,
+    ) -> Result<serde_json::Value, LawError> {
+        let mut format = self.format(endpoint).await;
+        let mut switched = false;
+        loop {
+            let answer = match self.call(endpoint, format, params, deadline).await {
+                Ok(a) => a,
+                Err(LawError::KeyRefused(p)) => return Err(self.refused(p, endpoint).await),
+                Err(e) => return Err(e),
+            };
+            match decode_body(&answer.body, &self.oc, root) {
+                Ok(v) => {
+                    self.answered(&answer, endpoint, format, switched).await;
+                    return Ok(v);
+                }
+                Err(LawError::NotFound) => {
+                    self.answered(&answer, endpoint, format, switched).await;
+                    return Err(LawError::NotFound);
+                }
+                Err(LawError::KeyRefused(KeyProblem::NotApplied { .. }))
+                    if self.setting == FormatSetting::Auto && !switched =>
+                {
+                    tracing::warn!(
+                        endpoint = endpoint.name(),
+                        refused = format.name(),
+                        asking = format.other().name(),
+                        "law.go.kr: this key is not served this API in one format; asking in the other"
+                    );
+                    switched = true;
+                    format = format.other();
+                }
+                Err(LawError::KeyRefused(p)) => {
+                    let p = match p {
+                        KeyProblem::NotApplied { .. } => KeyProblem::NotApplied {
+                            format: (!switched).then_some(format),
+                        },
+                        other => other,
+                    };
+                    return Err(self.refused(p, endpoint).await);
+                }
+                Err(e @ (LawError::HtmlPage | LawError::Malformed { .. })) => {
+                    self.unrecognized(endpoint, format, &answer.body, &e).await;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// law.go.kr refused the key on a call to `endpoint`: the circuit opens (or counts one
+    /// more refusal) and the whole cluster holds off for the probe interval, in one step.
+    /// Returns the error to fail with.
+    async fn refused(&self, problem: KeyProblem, endpoint: Endpoint) -> LawError {
+        if !self.steers_health {
+            return LawError::KeyRefused(problem);
+        }
+        let opened = match self
+            .health
+            .refused(&problem, endpoint, &self.gate, self.key_probe)
+            .await
+        {
+            Ok(r) => r.opened,
+            Err(e) => {
+                // No circuit and no hold: Redis is down, and without it no call is made.
+                tracing::warn!(error = %e, "key health: the refusal could not be recorded");
+                false
+            }
+        };
+        if opened {
+            tracing::error!(
+                kind = problem.kind(),
+                cause = problem.cause(),
+                fix = problem.fix(),
+                probe_in_s = self.key_probe.as_secs(),
+                "key-health circuit opened: law.go.kr refused the key; no calls until a probe finds it accepted"
+            );
+        } else {
+            tracing::warn!(
+                kind = problem.kind(),
+                probe_in_s = self.key_probe.as_secs(),
+                "key-health circuit: law.go.kr still refuses the key"
+            );
+        }
+        if let Some(o) = &self.observer {
+            o.key_refused(&problem, opened);
+        }
+        LawError::KeyRefused(problem)
+    }
+
+    /// law.go.kr answered a call to `endpoint` (a reply or a missing precedent): the format
+    /// is kept when it was learned, and the circuit closed if this call is the first after
+    /// a hold that this process has not looked past yet.
+    async fn answered(&self, answer: &Answer, endpoint: Endpoint, format: Format, switched: bool) {
+        if !self.steers_health {
+            return;
+        }
+        if switched {
+            self.set_served(endpoint, format);
+            if let Err(e) = self.health.learn_format(endpoint, format).await {
+                tracing::warn!(error = %e, "law.go.kr: the format the key is served in could not be kept");
+            }
+            tracing::info!(
+                endpoint = endpoint.name(),
+                format = format.name(),
+                "law.go.kr: this key is served in this format; asking in it from now on"
+            );
+        }
+        let cooldown = answer.cooldown_end_us;
+        let checked = &self.served.checked_cooldown[slot(endpoint)];
+        let soon_after = answer.granted_at_us.saturating_sub(cooldown) <= KEY_HEALTH_KEEP.as_micros() as u64;
+        if cooldown == 0 || !soon_after || checked.load(std::sync::atomic::Ordering::Relaxed) >= cooldown {
+            return;
+        }
+        match self.health.accepted(endpoint, answer.granted_at_us).await {
+            Ok(crate::key_health::Accepted::Closed(open)) => tracing::info!(
+                kind = %open.reason,
+                refusals = open.refusals,
+                open_s = answer.granted_at_us.saturating_sub(open.opened_ms * 1000) / 1_000_000,
+                "key-health circuit closed: law.go.kr accepts the key again"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "key health: could not look whether the circuit is open");
+                return;
+            }
+        }
+        checked.fetch_max(cooldown, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A 200 of no known shape: kept for `lawsync probe`, key masked; a page holds the
+    /// cluster off for [`UNKNOWN_PAGE_COOLDOWN`].
+    async fn unrecognized(&self, endpoint: Endpoint, format: Format, body: &[u8], e: &LawError) {
+        let why = match e {
+            LawError::HtmlPage => "an HTML page of no known shape".to_owned(),
+            other => other.to_string(),
+        };
+        let reply = UnknownReply::of(endpoint.name(), format, body, &why, &self.oc);
+        if let Err(err) = self.health.keep_unknown(&reply).await {
+            tracing::warn!(error = %err, "law.go.kr: a reply of no known shape could not be kept");
+        }
+        if let Some(o) = &self.observer {
+            o.unknown_reply();
+        }
+        if matches!(e, LawError::HtmlPage) && self.steers_health {
+            match self.gate.defer(UNKNOWN_PAGE_COOLDOWN).await {
+                Ok(_) => tracing::warn!(
+                    cooldown_s = UNKNOWN_PAGE_COOLDOWN.as_secs(),
+                    "law.go.kr: an HTML page of no known shape; the cluster holds off (see lawsync probe)"
+                ),
+                Err(err) => tracing::warn!(error = %err, "law.go.kr: the cluster could not be held off"),
+            }
+        }
     }
 
     async fn note<T>(&self, endpoint: Endpoint, result: Result<T, LawError>) -> Result<T, LawError> {
@@ -298,9 +613,10 @@ impl LawClient {
     async fn call(
         &self,
         endpoint: Endpoint,
+        format: Format,
         params: &[(&'static str, String)],
         deadline: Deadline,
-    ) -> Result<Vec<u8>, LawError> {
+    ) -> Result<Answer, LawError> {
         let gate_cfg: GateConfig = *self.gate.config();
         let mut last_status = None;
         for attempt in 0..self.max_attempts {
@@ -312,6 +628,10 @@ impl LawClient {
             let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
             let (conn, grant, given_back) = match self.ready_to_send(deadline, bound).await {
                 Ok(ready) => ready,
+                // A certificate refused is not a blip: no retry can fix it.
+                Err(Unsent::Connect(NetKind::Tls(problem))) => {
+                    return Err(LawError::KeyRefused(KeyProblem::Tls { problem }));
+                }
                 Err(Unsent::Connect(kind)) => {
                     if attempts == self.max_attempts {
                         return Err(LawError::Network { kind, attempts });
@@ -351,7 +671,7 @@ impl LawClient {
             let grant_to_send = grant.age();
             let outcome = self
                 .transport
-                .attempt(conn, endpoint, &self.oc, params, deadline)
+                .attempt(conn, endpoint, format, &self.oc, params, deadline)
                 .instrument(span.clone())
                 .await;
             let observe = |status: Option<u16>, cooldown: Option<Duration>| {
@@ -374,7 +694,11 @@ impl LawClient {
             let (status, retry_after) = match outcome {
                 Attempt::Body(body) => {
                     observe(Some(200), None);
-                    return Ok(body);
+                    return Ok(Answer {
+                        body,
+                        granted_at_us: grant.granted_at_us,
+                        cooldown_end_us: grant.cooldown_end_us,
+                    });
                 }
                 Attempt::Fatal(e) => {
                     // Refused before sending, or a 200 whose body could not be taken.
@@ -390,7 +714,18 @@ impl LawClient {
                     (Some(status), retry_after)
                 }
                 Attempt::Network(kind) => {
-                    observe(None, None);
+                    // Sent, and the connection dropped without a status: a throttle may
+                    // answer so. The whole cluster holds off as after a 429 without
+                    // Retry-After, not this caller alone.
+                    if kind == NetKind::Other {
+                        let delay = (backoff(attempt) + jitter(backoff(attempt))).min(RETRY_AFTER_CAP);
+                        observe(None, Some(delay));
+                        if let Err(e) = self.gate.defer(delay).await {
+                            tracing::warn!(error = %e, "rate gate: could not set the cluster cooldown after a dropped connection");
+                        }
+                    } else {
+                        observe(None, None);
+                    }
                     if attempts == self.max_attempts {
                         return Err(LawError::Network { kind, attempts });
                     }
@@ -508,6 +843,14 @@ impl LawClient {
 enum Unsent {
     Connect(crate::law::NetKind),
     Gate(GateError),
+}
+
+/// A format as [`Served`] holds it.
+fn format_code(f: Format) -> u8 {
+    match f {
+        Format::Json => 0,
+        Format::Xml => 1,
+    }
 }
 
 /// 2^attempt × [`BACKOFF_BASE`], attempt 0-based.

@@ -3,7 +3,8 @@
 //! The quirks handled here: every number may come as a string; a single search hit comes
 //! as an object instead of an array; zero hits drop the `prec` key; errors come as HTTP 200
 //! with `{"result","msg"}` (key or IP rejected) or `{"Law": ...}` (no such precedent); an
-//! anti-bot HTML page comes as HTTP 200; `판례상세링크` embeds the caller's key.
+//! anti-bot HTML page comes as HTTP 200; `판례상세링크` embeds the caller's key. The same
+//! replies in XML (`type=XML`) are read into the same shape first ([`super::xml`]).
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use super::error::LawError;
+use super::refusals::KeyProblem;
 use crate::policy::MAX_DISPLAY;
 use crate::secret::Secret;
 
@@ -335,40 +337,113 @@ fn malformed(what: impl Into<String>) -> LawError {
     LawError::Malformed { what: what.into() }
 }
 
-/// Turns a 200 body into JSON, recognising the API's error pages first. The returned
-/// value has every `판례상세링크` removed and every occurrence of `oc` replaced by `***`.
+/// Turns a 200 body, JSON or XML (see [`super::xml`]), into the JSON shape of the reply,
+/// recognising law.go.kr's refusals and error bodies first. The returned value has every
+/// `판례상세링크` removed and every occurrence of `oc` replaced by `***`.
+///
+/// A body in angle brackets whose root is not `root` nor one of law.go.kr's error roots is
+/// a page: a refusal of the key when [`super::refusals::PAGES`] knows it, else
+/// [`LawError::HtmlPage`]. `{"result","msg"}` (`<Response>` in XML) is the verification
+/// failure, or the missing key; `{"Law":"…"}` (`<Law>…</Law>`) a missing precedent.
 pub fn decode_body(body: &[u8], oc: &Secret, root: &str) -> Result<Value, LawError> {
     let text = std::str::from_utf8(body).map_err(|_| malformed("body is not UTF-8"))?;
     let text = text.trim_start_matches('\u{feff}').trim();
     if text.is_empty() {
         return Err(LawError::EmptyBody);
     }
-    if text.starts_with('<') || text.contains("location.assign") {
-        return Err(LawError::HtmlPage);
-    }
-    // serde_json's messages name a position and a category, never the input.
-    let mut value: Value = serde_json::from_str(text).map_err(|e| {
-        malformed(format!(
-            "{} at line {} column {}",
-            category(&e),
-            e.line(),
-            e.column()
-        ))
-    })?;
+    let mut value: Value = if looks_like_a_page(text) {
+        return Err(page(text));
+    } else if text.starts_with('<') {
+        // XML: a reply or one of law.go.kr's error bodies. Whatever else a document in
+        // angle brackets is, no refusal is read into its text.
+        match super::xml::to_json(text) {
+            Ok((name, v)) if name == root || ERROR_ROOTS.contains(&name.as_str()) => v,
+            Ok(_) => return Err(malformed("an XML document of another root")),
+            Err(e) => return Err(malformed(format!("XML: {e}"))),
+        }
+    } else if text.starts_with('{') || text.starts_with('[') {
+        // serde_json's messages name a position and a category, never the input.
+        serde_json::from_str(text).map_err(|e| {
+            malformed(format!(
+                "{} at line {} column {}",
+                category(&e),
+                e.line(),
+                e.column()
+            ))
+        })?
+    } else {
+        return Err(malformed("neither JSON nor XML"));
+    };
     let Value::Object(map) = &value else {
         return Err(malformed("top level is not an object"));
     };
     if !map.contains_key(root) {
-        if map.contains_key("result") || map.contains_key("msg") {
-            return Err(LawError::AuthRejected);
+        // The verification failure: `{"result","msg"}` in JSON, `<Response>` in XML.
+        let error_body = match map.get("Response") {
+            Some(Value::Object(inner)) => inner,
+            _ => map,
+        };
+        if let Some(result) = error_body.get("result") {
+            return Err(match result.as_str().unwrap_or_default() {
+                r if r.contains(VERIFY_FAILED_MARK) => LawError::KeyRefused(KeyProblem::VerifyFailed),
+                r if r.contains(KEY_MISSING_MARK) => LawError::KeyRefused(KeyProblem::KeyMissing),
+                // Not echoed: an error body law.go.kr is not known to send.
+                _ => malformed("an error body of no known kind (result)"),
+            });
         }
-        if map.contains_key("Law") {
+        if error_body.contains_key("msg") {
+            // A message without a result: no known refusal; kept for `lawsync probe`.
+            return Err(malformed("an error body of no known kind (msg)"));
+        }
+        if matches!(map.get("Law"), Some(Value::String(_))) {
             return Err(LawError::NotFound);
         }
         return Err(malformed(format!("no {root} object")));
     }
     sanitize(&mut value, oc);
     Ok(value)
+}
+
+/// The roots of law.go.kr's error bodies in XML: the verification failure and the missing
+/// precedent.
+const ERROR_ROOTS: [&str; 2] = ["Response", "Law"];
+/// The verification failure's `result` (the key, the IP or the Referer refused).
+pub const VERIFY_FAILED_MARK: &str = "사용자 정보 검증에 실패";
+/// The `result` when no key reached law.go.kr.
+pub const KEY_MISSING_MARK: &str = "필수입력요소 검증에 실패";
+
+/// How much of a page its fingerprint is looked for in: law.go.kr's refusal pages say what
+/// they are in their first kilobytes (the anti-bot script in its first 130 bytes, the
+/// page of an API not applied for in under 2 KB), and a reply's own text never counts.
+const PAGE_HEAD: usize = 4096;
+
+/// Whether a body is a page rather than a reply, by how it begins: an HTML document or a
+/// script, or a bare script with `location.assign` in its head. A reply begins otherwise,
+/// whatever its text holds.
+fn looks_like_a_page(text: &str) -> bool {
+    let start: String = text.chars().take(16).collect::<String>().to_ascii_lowercase();
+    ["<!doctype html", "<html", "<head", "<body", "<script"]
+        .iter()
+        .any(|p| start.starts_with(p))
+        || (!text.starts_with(['<', '{', '[']) && head_of(text).contains("location.assign"))
+}
+
+/// The first [`PAGE_HEAD`] bytes of `text`, cut at a character boundary.
+fn head_of(text: &str) -> &str {
+    let mut end = text.len().min(PAGE_HEAD);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A page instead of a reply: a refusal [`super::refusals::PAGES`] knows by its head, or
+/// one of no known shape.
+fn page(text: &str) -> LawError {
+    match super::refusals::recognise(head_of(text)) {
+        Some(f) => LawError::KeyRefused(f.problem),
+        None => LawError::HtmlPage,
+    }
 }
 
 /// A serde_json error's category in words (never the input).

@@ -61,7 +61,9 @@ impl Caller {
     pub fn new(client: LawClient, max_attempts: u32, budget: u32) -> Self {
         let attempts = Arc::new(Attempts::default());
         Self {
-            client: client.with_observer(attempts.clone()),
+            // The probe reports what it sees; it never opens or closes the cluster's
+            // key-health circuit (it may run from an address the key is not registered for).
+            client: client.with_observer(attempts.clone()).observing_only(),
             attempts,
             max_attempts: max_attempts.max(1),
             budget,
@@ -83,6 +85,11 @@ impl Caller {
         self.budget
     }
 
+    /// The client's key-health records (the circuit, the replies of no known shape).
+    pub fn health(&self) -> &crate::key_health::KeyHealth {
+        self.client.health()
+    }
+
     fn admit(&mut self) -> Result<(), CallFailed> {
         if self.requests() + self.max_attempts > self.budget {
             return Err(CallFailed::Budget { budget: self.budget });
@@ -96,6 +103,15 @@ impl Caller {
         self.admit()?;
         self.client
             .search_as_sent(req, Deadline::NONE)
+            .await
+            .map_err(CallFailed::Law)
+    }
+
+    /// Whether the key is served the list API in `format` (see [`LawClient::served_in`]).
+    pub async fn served_in(&mut self, format: crate::law::Format) -> Result<(), CallFailed> {
+        self.admit()?;
+        self.client
+            .served_in(format, Deadline::NONE)
             .await
             .map_err(CallFailed::Law)
     }

@@ -88,8 +88,9 @@ impl ProbeCliError {
             ProbeCliError::Redis(e) => store_status(e),
             ProbeCliError::NoAnswer(ProbeError::NoAnswer(e)) => match e {
                 CallFailed::Law(LawError::Gate(crate::gate::GateError::Unavailable(e))) => store_status(e),
-                // The key, or the IP it is registered for: the user's set-up.
-                CallFailed::Law(LawError::AuthRejected) => ExitStatus::Config,
+                // The key, the IP it is registered for, its grants, the CA store: the
+                // user's set-up.
+                CallFailed::Law(LawError::KeyRefused(_)) => ExitStatus::Config,
                 _ => ExitStatus::Failure,
             },
             ProbeCliError::Differs(_) => ExitStatus::Differs,
@@ -120,6 +121,7 @@ pub async fn run(args: ProbeArgs, json: bool) -> Result<(), ProbeCliError> {
         today,
         max_attempts: cfg.law.max_attempts,
         budget: PROBE_BUDGET,
+        format: cfg.law.format,
     };
     let report = super::run(client, &opts).await.map_err(ProbeCliError::NoAnswer)?;
     if json {
@@ -150,7 +152,10 @@ mod tests {
                 ProbeCliError::Differs(vec![Check::PagingDepth]),
                 ExitStatus::Differs,
             ),
-            (no_answer(LawError::AuthRejected), ExitStatus::Config),
+            (
+                no_answer(LawError::KeyRefused(crate::law::KeyProblem::VerifyFailed)),
+                ExitStatus::Config,
+            ),
             (
                 no_answer(LawError::Gate(GateError::Unavailable(RedisFailure::Timeout))),
                 ExitStatus::Unavailable,

@@ -48,6 +48,9 @@ pub enum Check {
     /// The detail of a 국세 hit is either answered or "일치하는 판례가 없습니다" (the
     /// missing marker), nothing else.
     NtsDetail,
+    /// The key is served in the format `LAW_API_FORMAT` asks for (with `auto`, in one of
+    /// JSON and XML): each asked once.
+    Formats,
 }
 
 impl Check {
@@ -60,6 +63,7 @@ impl Check {
             Check::Undated => "undated",
             Check::Spellings => "spellings",
             Check::NtsDetail => "nts_detail",
+            Check::Formats => "formats",
         }
     }
 }
@@ -122,6 +126,10 @@ pub struct ProbeReport {
     pub checks: Vec<Finding>,
     /// The tally the spellings were judged on.
     pub seen: Seen,
+    /// The cluster's key-health circuit, if open (see [`crate::key_health`]).
+    pub key_circuit: Option<crate::key_health::OpenCircuit>,
+    /// Replies of no known shape kept by any instance, newest first, the key masked.
+    pub unknown_replies: Vec<crate::key_health::UnknownReply>,
 }
 
 impl ProbeReport {
@@ -144,6 +152,37 @@ impl ProbeReport {
                 f.check.name(),
                 f.evidence
             ));
+        }
+        if let Some(c) = &self.key_circuit {
+            out.push_str(&format!(
+                "[open] key-health circuit: law.go.kr refused the key ({}, {} refusals); the functions make no call until a probe finds it accepted (lawsync gate status)\n",
+                c.reason, c.refusals
+            ));
+        }
+        if !self.unknown_replies.is_empty() {
+            out.push_str(&format!(
+                "{} repl{} of no known shape kept (newest first; the key masked):\n",
+                self.unknown_replies.len(),
+                if self.unknown_replies.len() == 1 {
+                    "y"
+                } else {
+                    "ies"
+                }
+            ));
+            for r in &self.unknown_replies {
+                let head: String = r.head.chars().take(300).collect();
+                out.push_str(&format!(
+                    "  {} {} {} ({} bytes, {}): {}\n",
+                    httpdate::fmt_http_date(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.at_ms)
+                    ),
+                    r.endpoint,
+                    r.format,
+                    r.bytes,
+                    r.why,
+                    head.replace('\n', " ")
+                ));
+            }
         }
         let differ = self.differing().len();
         out.push_str(&format!(
@@ -183,6 +222,8 @@ pub struct ProbeOptions {
     pub max_attempts: u32,
     /// Requests allowed, retries included.
     pub budget: u32,
+    /// `LAW_API_FORMAT`, which the format check holds the replies against.
+    pub format: crate::law::FormatSetting,
 }
 
 /// Runs every check through `client` (and so its gate).
@@ -190,6 +231,11 @@ pub async fn run(client: LawClient, opts: &ProbeOptions) -> Result<ProbeReport, 
     let mut caller = Caller::new(client, opts.max_attempts, opts.budget);
     let mut seen = Seen::default();
     let checks = checks::run_all(&mut caller, &mut seen, opts).await?;
+    let key_circuit = caller.health().status().await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "probe: the key-health circuit could not be read");
+        None
+    });
+    let unknown_replies = caller.health().unknown_replies().await.unwrap_or_default();
     Ok(ProbeReport {
         calls: caller.calls(),
         requests: caller.requests(),
@@ -197,5 +243,7 @@ pub async fn run(client: LawClient, opts: &ProbeOptions) -> Result<ProbeReport, 
         window: format!("{}~{}", opts.window.0, opts.window.1),
         checks,
         seen,
+        key_circuit,
+        unknown_replies,
     })
 }

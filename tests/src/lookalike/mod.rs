@@ -27,11 +27,20 @@
 //! answers without hits (or with HTTP 400), and a `totalCnt` that grows with the page.
 //! `POST /_control/reset` leaves them as they are.
 //!
+//! It serves `type=JSON` and `type=XML` (see [`xml`]) from the same data, and can refuse
+//! either with the page law.go.kr sends a key not granted it ([`Quirks::refuse_json`],
+//! [`Quirks::refuse_xml`]). It can refuse the caller's address as law.go.kr refuses an IP
+//! not registered with the key ([`LookalikeConfig::registered`], `POST
+//! /_control/registered` with `{"ips":["127.0.0.1"]}` or `{"ips":null}`), and throttle
+//! without a 429 ([`Fault::Throttle`], an HTML page on a 200; [`Fault::Reset`], the
+//! connection reset after the request).
+//!
 //! The integration tests start it in-process ([`Lookalike::start`]); the demo runs the
 //! `law-lookalike` binary.
 
 pub mod corpus;
 pub mod world;
+pub mod xml;
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -82,6 +91,9 @@ pub struct LookalikeConfig {
     /// Adds to [`LookalikeConfig::latency`] a time drawn uniformly from `lo..=hi` for each
     /// API reply, from a generator seeded by `seed`: long judgments are slow to render.
     pub latency_spread: Option<(Duration, Duration)>,
+    /// The caller addresses registered with the key; others fail verification. `None`:
+    /// every address is.
+    pub registered: Option<Vec<std::net::IpAddr>>,
 }
 
 /// Assumptions of the mirror the look-alike can break.
@@ -95,6 +107,13 @@ pub struct Quirks {
     /// `totalCnt` says one more hit for each page after the first.
     #[serde(default)]
     pub unstable_total: bool,
+    /// `type=JSON` answered with the page of an API not applied for, as law.go.kr answers a
+    /// key granted XML only.
+    #[serde(default)]
+    pub refuse_json: bool,
+    /// The same for `type=XML`.
+    #[serde(default)]
+    pub refuse_xml: bool,
 }
 
 /// A cap on paging: pages after `depth` answer as `beyond` says.
@@ -142,6 +161,7 @@ impl LookalikeConfig {
             quirks: Quirks::default(),
             world: None,
             latency_spread: None,
+            registered: None,
         }
     }
 }
@@ -185,6 +205,13 @@ pub enum Fault {
     Slow { delay_ms: u64 },
     /// A 200 with an empty body.
     Empty,
+    /// A 200 with an HTML page of no known shape: a throttle page this look-alike made up
+    /// (law.go.kr's own, if it has one, has not been recorded publicly).
+    Throttle,
+    /// The connection reset once the request is read: no status, no body.
+    Reset,
+    /// A 200 with the page of a list or body API the key has not applied for.
+    NotApplied,
 }
 
 impl Fault {
@@ -199,6 +226,9 @@ impl Fault {
             Fault::Oversized { .. } => "oversized",
             Fault::Slow { .. } => "slow",
             Fault::Empty => "empty",
+            Fault::Throttle => "throttle",
+            Fault::Reset => "reset",
+            Fault::NotApplied => "not_applied",
         }
     }
 }
@@ -244,9 +274,13 @@ pub struct Arrival {
     pub window: Option<String>,
     pub status: u16,
     /// `ok`, `rate` (the rule broken), `injected:<fault>`, `verify` (OC or Referer),
+    /// `unregistered` (the caller's address), `not_applied` (a format refused),
     /// `no_match`, `unpublished` (a detail published after today), `page_limit` (a
     /// search page past [`Quirks::page_limit`]), `bad_request` or `not_found`.
     pub cause: String,
+    /// The format asked for (`json`, `xml`), as the `type` parameter said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
 }
 
 #[derive(Debug)]
@@ -262,6 +296,8 @@ struct State {
     log: Vec<Arrival>,
     /// Draws [`LookalikeConfig::latency_spread`].
     rng: world::SplitMix,
+    /// See [`LookalikeConfig::registered`]; moved by `POST /_control/registered`.
+    registered: Option<Vec<std::net::IpAddr>>,
 }
 
 /// The running look-alike. Dropping it stops accepting.
@@ -302,6 +338,7 @@ impl Lookalike {
             today: cfg.today.clone(),
             quirks: cfg.quirks,
             rng: world::SplitMix(cfg.seed ^ 0x6C61_7465_6E63_7921),
+            registered: cfg.registered.clone(),
             cfg,
             last_call: None,
             faults: VecDeque::new(),
@@ -360,6 +397,11 @@ impl Lookalike {
     pub fn today(&self) -> Option<String> {
         lock(&self.state).today.clone()
     }
+
+    /// Registers exactly these caller addresses with the key (`None`: every address).
+    pub fn set_registered(&self, ips: Option<Vec<std::net::IpAddr>>) {
+        lock(&self.state).registered = ips;
+    }
 }
 
 impl Drop for Lookalike {
@@ -374,8 +416,9 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
     let mut buf = Vec::new();
+    let peer = sock.peer_addr().ok().map(|a| a.ip());
     while let Some(req) = read_head(&mut sock, &mut buf).await {
-        let reply = answer(&state, &req);
+        let reply = answer(&state, &req, peer);
         let close = req
             .header("Connection")
             .is_some_and(|c| c.eq_ignore_ascii_case("close"));
@@ -385,7 +428,7 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<State>>) {
     }
 }
 
-fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
+fn answer(state: &Mutex<State>, req: &Seen, peer: Option<std::net::IpAddr>) -> Reply {
     if let Some(control) = req.path.strip_prefix("/_control/") {
         return self::control(state, control, req);
     }
@@ -406,7 +449,7 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
             "not_found".to_owned(),
         )
     } else {
-        let (reply, cause) = st.respond(endpoint, req);
+        let (reply, cause) = st.respond(endpoint, req, peer);
         let delay = reply.delay + st.cfg.latency + st.spread();
         (reply.delayed(delay), cause)
     };
@@ -421,6 +464,7 @@ fn answer(state: &Mutex<State>, req: &Seen) -> Reply {
             .flatten(),
         status: reply.status,
         cause,
+        format: asked_format(req).map(|f| f.name().to_owned()),
     };
     if st.cfg.echo {
         eprintln!(
@@ -451,7 +495,7 @@ impl State {
         }
     }
 
-    fn respond(&mut self, endpoint: &str, req: &Seen) -> (Reply, String) {
+    fn respond(&mut self, endpoint: &str, req: &Seen, peer: Option<std::net::IpAddr>) -> (Reply, String) {
         // The rule first, as on the real service: every call counts, answered or not.
         let too_close = matches!((self.cfg.interval, self.last_call), (Some(min), Some(last)) if req.at.duration_since(last) < min);
         self.last_call = Some(req.at);
@@ -469,12 +513,12 @@ impl State {
                 self.faults.remove(pos);
             }
             let cause = format!("injected:{}", fault.name());
-            return (self.fault_reply(fault, endpoint, req), cause);
+            return (self.fault_reply(fault, endpoint, req, peer), cause);
         }
-        self.real_reply(endpoint, req)
+        self.real_reply(endpoint, req, peer)
     }
 
-    fn fault_reply(&self, fault: Fault, endpoint: &str, req: &Seen) -> Reply {
+    fn fault_reply(&self, fault: Fault, endpoint: &str, req: &Seen, peer: Option<std::net::IpAddr>) -> Reply {
         match fault {
             Fault::TooMany { retry_after, as_date } => {
                 let r = Reply::status(429);
@@ -499,48 +543,68 @@ impl State {
                 .text(format!("<html><head><script>location.assign('/LSW/check.do?rsn=bot&{BODY_MARKER}');</script></head><body></body></html>")),
             Fault::Result => {
                 let oc = req.param("OC").unwrap_or("");
-                json_reply(json!({"result": VERIFY_FAILED, "msg": format!("OC({oc}) 사용자 정보를 확인하여 주십시오. {BODY_MARKER}")}))
+                formatted(req, json!({"result": VERIFY_FAILED, "msg": format!("OC({oc}) 사용자 정보를 확인하여 주십시오. {BODY_MARKER}")}))
             }
-            Fault::Law => json_reply(json!({ "Law": NO_MATCH })),
+            Fault::Law => formatted(req, json!({ "Law": NO_MATCH })),
+            Fault::Throttle => Reply::status(200)
+                .header("Content-Type", "text/html;charset=UTF-8")
+                .text(format!("<!DOCTYPE html><html><head><title>요청 제한</title></head><body><p>요청이 너무 많습니다. 잠시 후 다시 시도해 주십시오.</p><!-- {BODY_MARKER} --></body></html>")),
+            Fault::Reset => Reply::status(0).with_body(Body::Reset),
+            Fault::NotApplied => not_applied_page(),
             Fault::Oversized { bytes } => Reply::status(200)
                 .header("Content-Type", "application/json;charset=UTF-8")
                 .with_body(Body::Endless { total: bytes }),
             Fault::Empty => Reply::status(200).header("Content-Type", "application/json;charset=UTF-8"),
             Fault::Slow { delay_ms } => self
-                .real_reply(endpoint, req)
+                .real_reply(endpoint, req, peer)
                 .0
                 .delayed(Duration::from_millis(delay_ms)),
         }
     }
 
-    fn real_reply(&self, endpoint: &str, req: &Seen) -> (Reply, String) {
+    fn real_reply(&self, endpoint: &str, req: &Seen, peer: Option<std::net::IpAddr>) -> (Reply, String) {
         let referer_ok = req
             .header("Referer")
             .is_some_and(|r| r.starts_with(REFERER_PREFIX));
         let oc = req.param("OC").unwrap_or("");
-        if !referer_ok || oc != self.cfg.oc {
+        let verify_failed = || {
             let msg = format!(
                 "OC({oc}) 사용자 정보를 확인하여 주십시오. 등록된 IP, 도메인(Referer)인지 확인하세요."
             );
-            return (
-                json_reply(json!({"result": VERIFY_FAILED, "msg": msg})),
-                "verify".to_owned(),
-            );
+            formatted(req, json!({"result": VERIFY_FAILED, "msg": msg}))
+        };
+        let registered = match (&self.registered, peer) {
+            (None, _) => true,
+            (Some(ips), Some(ip)) => ips.contains(&ip),
+            (Some(_), None) => false,
+        };
+        if !registered {
+            return (verify_failed(), "unregistered".to_owned());
         }
-        if req.param("target") != Some("prec")
-            || !req.param("type").is_some_and(|t| t.eq_ignore_ascii_case("json"))
-        {
+        if !referer_ok || oc != self.cfg.oc {
+            return (verify_failed(), "verify".to_owned());
+        }
+        let format = asked_format(req);
+        if req.param("target") != Some("prec") || format.is_none() {
             let msg = "target, type 요청 변수를 확인하여 주십시오.";
             return (
                 json_reply(json!({"result": "요청 변수가 올바르지 않습니다.", "msg": msg})),
                 "bad_request".to_owned(),
             );
         }
+        let refused = match format {
+            Some(lawsync::law::Format::Json) => self.quirks.refuse_json,
+            Some(lawsync::law::Format::Xml) => self.quirks.refuse_xml,
+            None => false,
+        };
+        if refused {
+            return (not_applied_page(), "not_applied".to_owned());
+        }
         if endpoint == "search" {
             let page = req.param("page").and_then(|v| v.parse::<u32>().ok()).unwrap_or(1);
             return match self.quirks.page_limit {
                 Some(PageLimit { depth, beyond }) if page > depth => match beyond {
-                    Beyond::NoHits => (json_reply(self.search(req, true)), "page_limit".to_owned()),
+                    Beyond::NoHits => (formatted(req, self.search(req, true)), "page_limit".to_owned()),
                     Beyond::Error => (
                         Reply::status(400).text(format!(
                             "<html><body>page out of range {BODY_MARKER}</body></html>"
@@ -548,7 +612,7 @@ impl State {
                         "page_limit".to_owned(),
                     ),
                 },
-                _ => (json_reply(self.search(req, false)), "ok".to_owned()),
+                _ => (formatted(req, self.search(req, false)), "ok".to_owned()),
             };
         }
         let today = self.today.as_deref();
@@ -559,14 +623,15 @@ impl State {
             (_, None) => None,
         };
         match found {
-            Some(p) if !p.is_published_by(today) => {
-                (json_reply(json!({ "Law": NO_MATCH })), "unpublished".to_owned())
-            }
+            Some(p) if !p.is_published_by(today) => (
+                formatted(req, json!({ "Law": NO_MATCH })),
+                "unpublished".to_owned(),
+            ),
             Some(p) if !p.detail_missing => (
-                json_reply(json!({ "PrecService": p.detail_on(today) })),
+                formatted(req, json!({ "PrecService": p.detail_on(today) })),
                 "ok".to_owned(),
             ),
-            _ => (json_reply(json!({ "Law": NO_MATCH })), "no_match".to_owned()),
+            _ => (formatted(req, json!({ "Law": NO_MATCH })), "no_match".to_owned()),
         }
     }
 
@@ -676,6 +741,13 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             Err(e) => Reply::status(400).text(format!("bad quirks: {e}")),
         },
         ("GET", "quirks") => json_reply(serde_json::to_value(lock(state).quirks).unwrap_or_default()),
+        ("POST", "registered") => match parse_registered_body(&req.body) {
+            Ok(ips) => {
+                lock(state).registered = ips.clone();
+                json_reply(json!({ "ips": ips }))
+            }
+            Err(e) => Reply::status(400).text(format!("bad registered: {e}")),
+        },
         ("GET", "log") => {
             let since = req
                 .param("since")
@@ -685,7 +757,7 @@ fn control(state: &Mutex<State>, what: &str, req: &Seen) -> Reply {
             json_reply(serde_json::to_value(st.log.get(since..).unwrap_or(&[])).unwrap_or_default())
         }
         _ => Reply::status(404)
-            .text("control: POST fault | POST reset | POST today | GET today | POST quirks | GET quirks | GET log?since=N"),
+            .text("control: POST fault | POST reset | POST today | GET today | POST quirks | GET quirks | POST registered | GET log?since=N"),
     }
 }
 
@@ -712,6 +784,41 @@ fn parse_today_body(body: &str) -> Result<Option<String>, String> {
 
 fn json_reply(v: Value) -> Reply {
     Reply::json(v.to_string())
+}
+
+/// The format a request asked for (`type`, case-blind), if JSON or XML.
+fn asked_format(req: &Seen) -> Option<lawsync::law::Format> {
+    req.param("type").and_then(lawsync::law::Format::parse)
+}
+
+/// A reply in the format the request asked for: the JSON built, or its XML ([`xml`]).
+fn formatted(req: &Seen, v: Value) -> Reply {
+    match asked_format(req) {
+        Some(lawsync::law::Format::Xml) => Reply::status(200)
+            .header("Content-Type", "text/xml;charset=UTF-8")
+            .text(xml::render(&v)),
+        _ => json_reply(v),
+    }
+}
+
+/// The page law.go.kr answers, on a 200, for a list or body API the key has not applied
+/// for (its heading as public clients recorded it; the rest of the page made up).
+fn not_applied_page() -> Reply {
+    Reply::status(200)
+        .header("Content-Type", "text/html;charset=UTF-8")
+        .text("<!DOCTYPE html><html><head><title>국가법령정보 공동활용</title></head><body><h2>미신청된 목록/본문에 대한 접근입니다.</h2><p>OPEN API 로그인 후 [OPEN API] -> [OPEN API 신청] -> 등록된 API 선택 후 법령종류를 체크해 주세요.</p></body></html>")
+}
+
+/// The body of `POST /_control/registered`: `{"ips":["127.0.0.1",…]}` or `{"ips":null}`.
+fn parse_registered_body(body: &str) -> Result<Option<Vec<std::net::IpAddr>>, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Registered {
+        ips: Option<Vec<std::net::IpAddr>>,
+    }
+    serde_json::from_str::<Registered>(body)
+        .map(|r| r.ips)
+        .map_err(|e| format!("want {{\"ips\": [\"<address>\", …] | null}}: {e}"))
 }
 
 /// One raw HTTP/1.1 request to a local server at `base` (`http://127.0.0.1:PORT`), on a

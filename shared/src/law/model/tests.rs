@@ -83,15 +83,31 @@ type Case = (&'static [u8], fn(&LawError) -> bool);
 
 #[test]
 fn error_shapes_on_200_are_recognised() {
-    let cases: [Case; 9] = [
+    use crate::law::KeyProblem;
+    let cases: [Case; 14] = [
         (b"", |e| matches!(e, LawError::EmptyBody)),
         (b"\xef\xbb\xbf  ", |e| matches!(e, LawError::EmptyBody)),
         (b"<!DOCTYPE html><html>", |e| matches!(e, LawError::HtmlPage)),
         (b"<script>location.assign('/')</script>", |e| {
-            matches!(e, LawError::HtmlPage)
+            matches!(e, LawError::KeyRefused(KeyProblem::AntiBot))
         }),
-        (br#"{"result":"fail","msg":"MYKEY123"}"#, |e| {
-            matches!(e, LawError::AuthRejected)
+        ("<!DOCTYPE html><html><body><h2>미신청된 목록/본문에 대한 접근입니다.</h2></body></html>".as_bytes(), |e| {
+            matches!(e, LawError::KeyRefused(KeyProblem::NotApplied { format: None }))
+        }),
+        (r#"{"result":"사용자 정보 검증에 실패하였습니다.","msg":"MYKEY123"}"#.as_bytes(), |e| {
+            matches!(e, LawError::KeyRefused(KeyProblem::VerifyFailed))
+        }),
+        // The same in XML, indented as law.go.kr sends it.
+        ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n    <Response>\n        <result>사용자 정보 검증에 실패하였습니다.</result>\n        <msg>MYKEY123</msg>\n    </Response>".as_bytes(), |e| {
+            matches!(e, LawError::KeyRefused(KeyProblem::VerifyFailed))
+        }),
+        ("<Response><result>필수입력요소 검증에 실패하였습니다.</result><msg>x</msg></Response>".as_bytes(), |e| {
+            matches!(e, LawError::KeyRefused(KeyProblem::KeyMissing))
+        }),
+        // An error body law.go.kr is not known to send is not taken for a refusal.
+        (br#"{"result":"fail","msg":"MYKEY123"}"#, |e| matches!(e, LawError::Malformed { .. })),
+        ("<?xml version=\"1.0\" encoding=\"utf-8\"?><Law>일치하는 판례가 없습니다.  판례명을 확인하여 주십시오.</Law>".as_bytes(), |e| {
+            matches!(e, LawError::NotFound)
         }),
         (br#"{"Law":"none"}"#, |e| matches!(e, LawError::NotFound)),
         (
@@ -186,4 +202,42 @@ fn search_messages_are_strict() {
     assert!(
         serde_json::from_str::<SearchRequest>(r#"{"from":"20260101","to":"20260102","page":-1}"#).is_err()
     );
+}
+
+/// A reply's own text, whatever it says, is never read as a refusal of the key: the
+/// refusal pages are known by how a page begins and by its head, not by a mark anywhere.
+#[test]
+fn a_replys_text_is_never_taken_for_a_refusal() {
+    let marks = "location.assign 미신청된 목록/본문에 대한 접근입니다 사용자 정보 검증에 실패하였습니다";
+    // Well-formed, in both forms: read as the reply it is.
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><PrecService><판례정보일련번호>7</판례정보일련번호><판례내용><![CDATA[{marks}]]></판례내용></PrecService>"
+    );
+    let v = decode_body(xml.as_bytes(), &oc(), "PrecService").expect("a reply");
+    assert_eq!(v["PrecService"]["판례내용"], marks);
+    let json =
+        serde_json::json!({ "PrecService": { "판례정보일련번호": "7", "판례내용": marks } }).to_string();
+    decode_body(json.as_bytes(), &oc(), "PrecService").expect("a reply");
+    // Broken (an unclosed <br>, a stray <, cut short): malformed, kept, never a refusal.
+    for broken in [
+        format!("<?xml version=\"1.0\"?><PrecService><판례내용>{marks}<br></판례내용></PrecService>"),
+        format!("<PrecService><판례내용>{marks} 1 < 2</판례내용></PrecService>"),
+        format!("<PrecService><판례내용>{marks}"),
+        format!("<Other>{marks}</Other>"),
+    ] {
+        let e = decode_body(broken.as_bytes(), &oc(), "PrecService").expect_err("broken");
+        assert!(matches!(e, LawError::Malformed { .. }), "{broken}: {e:?}");
+    }
+    // A page, by how it begins: its head is what is recognised.
+    let late = format!("<html><body>{}{marks}</body></html>", "x".repeat(5000));
+    assert_eq!(
+        decode_body(late.as_bytes(), &oc(), "PrecService"),
+        Err(LawError::HtmlPage)
+    );
+    // A bare message is no refusal of the key either.
+    let msg = br#"{"msg":"MYKEY123 wait"}"#;
+    assert!(matches!(
+        decode_body(msg, &oc(), "PrecSearch"),
+        Err(LawError::Malformed { .. })
+    ));
 }

@@ -110,6 +110,7 @@ pub(super) async fn run_all(
     let mut whole = Totals::default();
     whole.add(1, MAX_DISPLAY, first.total);
     let mut found = vec![page_size(&first)];
+    found.push(formats(caller, opts.format).await);
     found.push(single_hit(caller, &mut whole).await);
     let (span_from, span_to) = dated_span(&opts.today);
     let dated_total = caller
@@ -143,6 +144,63 @@ pub(super) async fn run_all(
     found.push(spellings(seen));
     found.push(nts);
     Ok(found)
+}
+
+/// Which formats the key is served: one `display=1` search in each.
+async fn formats(caller: &mut Caller, setting: crate::law::FormatSetting) -> Finding {
+    use crate::law::{Format, FormatSetting, KeyProblem, LawError};
+    let mut served = Vec::new();
+    let mut said = Vec::new();
+    let mut figures = serde_json::Map::new();
+    for format in [Format::Json, Format::Xml] {
+        let (state, words) = match caller.served_in(format).await {
+            Ok(()) => ("served", "served".to_owned()),
+            Err(CallFailed::Law(LawError::KeyRefused(KeyProblem::NotApplied { .. }))) => {
+                ("not_applied", "not applied for (미신청된 목록/본문)".to_owned())
+            }
+            Err(e) => ("unknown", format!("not known: {e}")),
+        };
+        if state == "served" {
+            served.push(format);
+        }
+        figures.insert(format.name().to_owned(), json!(state));
+        said.push(format!("{}: {words}", format.param()));
+    }
+    let wanted_served = match setting {
+        FormatSetting::Auto => !served.is_empty(),
+        FormatSetting::Only(f) => served.contains(&f),
+    };
+    let asked = match setting {
+        FormatSetting::Auto => "auto".to_owned(),
+        FormatSetting::Only(f) => f.name().to_owned(),
+    };
+    figures.insert("setting".to_owned(), json!(asked));
+    let unknown = figures.values().any(|v| v == "unknown");
+    let verdict = if wanted_served {
+        Verdict::Ok
+    } else if unknown {
+        Verdict::CouldNotCheck
+    } else {
+        Verdict::Differs
+    };
+    let tail = match (verdict, setting) {
+        (Verdict::Ok, _) => format!("LAW_API_FORMAT={asked} is served"),
+        (_, FormatSetting::Only(_)) if !served.is_empty() => {
+            format!(
+                "LAW_API_FORMAT={asked} is not served; set LAW_API_FORMAT=auto (or {})",
+                served[0].name()
+            )
+        }
+        _ => {
+            "neither format is served: apply for the list and body APIs of 판례 at open.law.go.kr".to_owned()
+        }
+    };
+    Finding::new(
+        Check::Formats,
+        verdict,
+        format!("{}; {tail}", said.join(", ")),
+        serde_json::Value::Object(figures),
+    )
 }
 
 fn page_size(first: &SearchPage) -> Finding {

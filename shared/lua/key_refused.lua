@@ -1,0 +1,74 @@
+--[[ key_refused: law.go.kr refused the key itself: opens the key-health circuit (or counts
+  one more refusal of an open one) and holds the key's gate off for the probe interval, in
+  one step, so that no circuit is ever open without its hold. Decided on Redis' clock.
+  Keys:
+    K.health   the circuit's hash (see includes/health_state.lua)
+    K.alerted  the kind of the last opening whose alert was owed, kept as long as the
+               circuit is: a circuit that closes and opens again for the same reason within
+               that time owes no second alert
+    K.gate     the key's gate state (see includes/gate_state.lua)
+  Input:
+    ARGV[1]  the refusal's kind: 1-40 of a-z and _ (KeyProblem::kind)
+    ARGV[2]  its scope: search or detail (an API the key is not granted), any (the key)
+    ARGV[3]  how long the circuit is kept after its last refusal, ms (whole, >= 1)
+    ARGV[4]  the hold: the gate's cooldown from now, µs (whole, >= 1)
+    ARGV[5]  the gate's interval, µs (whole, >= 1)
+    ARGV[6]  the gate's burst (whole, >= 1)
+    ARGV[7]  the gate's tolerance, µs (whole, >= 0)
+    ARGV[8]  how long an idle gate state is kept past its last time, ms (whole, >= 1)
+  Output: { opened, opened_ms, refusals, cooldown_end }
+    opened 1  this call opened the circuit; 0 it was open already
+    cooldown_end  the gate's cooldown end, µs
+  Errors: BADARG (an argument), CORRUPT (a key of the wrong type, a damaged field),
+  NEWER (a format this release does not read); nothing is written. ]]
+--- @include "gate_state"
+--- @include "gate_hold"
+--- @include "health_state"
+--- @include "args"
+local refusal = whole_args({ 3, 4, 5, 6, 8 }, 1) or whole_args({ 7 }, 0)
+if refusal then
+  return refusal
+end
+local reason, scope = ARGV[1], ARGV[2]
+if not health_kind(reason) then
+  return redis.error_reply('BADARG ARGV[1] must be 1-40 of a-z and _')
+end
+if scope ~= 'search' and scope ~= 'detail' and scope ~= 'any' then
+  return redis.error_reply('BADARG ARGV[2] must be search, detail or any')
+end
+local keep, hold = tonumber(ARGV[3]), tonumber(ARGV[4])
+local interval, burst, tolerance, idle_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local alerted_kind = redis.call('TYPE', K.alerted).ok
+if alerted_kind ~= 'string' and alerted_kind ~= 'none' then
+  return redis.error_reply('CORRUPT ' .. K.alerted .. ' is a ' .. alerted_kind .. ', not a string')
+end
+local now_us = redis_now_us()
+local now = math.floor(now_us / 1000)
+-- Every read, and every check, before the first write.
+local h = read_health()
+local st = read_state(now_us, interval, burst, tolerance)
+local opened, opened_ms, refusals = 0, 0, 0
+if not h then
+  opened, opened_ms, refusals = 1, now, 1
+  redis.call('HSET', K.health, 'v', HEALTH_VERSION, 'reason', reason, 'last_reason', reason, 'scope', scope,
+    'opened_ms', now, 'last_ms', now, 'refusals', 1)
+  if redis.call('GET', K.alerted) ~= reason then
+    redis.call('HSET', K.health, 'alert', 1)
+    redis.call('SET', K.alerted, reason, 'PX', keep)
+  end
+else
+  opened_ms, refusals = h.opened_ms, h.refusals + 1
+  -- Refusals of two scopes: only a call that reaches everything shows the key accepted.
+  local widened = h.scope
+  if widened ~= scope then
+    widened = 'any'
+  end
+  redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', now, 'refusals', refusals)
+  if redis.call('EXISTS', K.alerted) == 1 then
+    redis.call('PEXPIRE', K.alerted, keep)
+  end
+end
+redis.call('PEXPIRE', K.health, keep)
+gate_hold(st, now_us, hold, interval, burst, tolerance)
+save_state(st, now_us, idle_ms)
+return { opened, opened_ms, refusals, st.cooldown_end }

@@ -1,0 +1,715 @@
+//! The key-health circuit and the reply formats: the circuit's scripts on every Redis
+//! (standalone, a cluster, the TLS cluster), a first deploy whose egress IP is not yet
+//! registered (one call, one alert, probes, then the mirror goes on with no attempt
+//! counted), a key served XML only, the same precedent stored alike from JSON and XML,
+//! and the throttles that send no 429 (an unknown page, a reset connection). Real Redis,
+//! the look-alike and scripted upstreams.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lawsync::config::Config;
+use lawsync::key_health::{Accepted, KeyHealth, OpenCircuit, Refused};
+use lawsync::law::{Endpoint, Format, KeyProblem, LawError, SearchRequest};
+use lawsync::{Deadline, Gate, LawClient, RedisConn, Secret};
+use lawsync_tests::lookalike::{Lookalike, LookalikeConfig, Quirks};
+use lawsync_tests::mirror::{MirrorRig, Queues, RigSetup, Store};
+use lawsync_tests::servers::{Topology, unique_ns, unique_oc};
+use lawsync_tests::upstream::{Body, Reply, Upstream};
+
+const OC: &str = "oc-SECRET-health9043";
+
+/// A gate of its own (a namespace's) and its key-health records.
+fn circuit_on(conn: RedisConn) -> (Gate, KeyHealth) {
+    let gate = Gate::new(
+        conn.clone(),
+        &unique_ns("health"),
+        lawsync::GateConfig::new(Duration::from_millis(50), 1, Duration::from_secs(1)),
+    );
+    let health = KeyHealth::beside(conn, gate.key());
+    (gate, health)
+}
+
+const HOLD: Duration = Duration::from_secs(300);
+
+async fn refuse(health: &KeyHealth, gate: &Gate, problem: KeyProblem, endpoint: Endpoint) -> Refused {
+    health
+        .refused(&problem, endpoint, gate, HOLD)
+        .await
+        .expect("refused")
+}
+
+/// Redis' clock, µs (as a grant carries it).
+async fn redis_now_us(conn: &RedisConn) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME")
+        .query_async(&mut conn.clone())
+        .await
+        .expect("time");
+    s * 1_000_000 + us
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_open_the_circuit_once_hold_the_gate_count_the_rest_and_expire() {
+    for topology in Topology::EVERY {
+        let conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        let gate = Arc::new(gate);
+        let tasks: Vec<_> = (0..16)
+            .map(|i| {
+                let (h, g) = (health.clone(), gate.clone());
+                let problem = if i % 2 == 0 {
+                    KeyProblem::VerifyFailed
+                } else {
+                    KeyProblem::AntiBot
+                };
+                tokio::spawn(async move { h.refused(&problem, Endpoint::Search, &g, HOLD).await })
+            })
+            .collect();
+        let mut opened = 0;
+        for t in tasks {
+            opened += u32::from(t.await.expect("task").expect("refused").opened);
+        }
+        assert_eq!(opened, 1, "{topology:?}: one refusal opens it");
+        let open = health.status().await.expect("status").expect("open");
+        assert_eq!(
+            (open.refusals, open.scope.as_str(), open.alert_owed),
+            (16, "any", true)
+        );
+        // The gate is held in the same step: no circuit without its hold.
+        let cooldown = gate.status().await.expect("gate").cooldown.expect("held");
+        assert!(
+            cooldown > HOLD - Duration::from_secs(5),
+            "{topology:?}: {cooldown:?}"
+        );
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(health.key())
+            .query_async(&mut conn.clone())
+            .await
+            .expect("pttl");
+        let keep = lawsync::policy::KEY_HEALTH_KEEP.as_millis() as i64;
+        assert!(ttl > keep - 5_000 && ttl <= keep, "{topology:?}: {ttl} ms");
+        // Taken once, naming the opening's reason; owed again only for that opening.
+        let taken = health.take_alert().await.expect("take").expect("owed");
+        assert_eq!(taken.refusals, 16);
+        assert_eq!(health.take_alert().await.expect("again"), None);
+        assert!(health.alert_undelivered(&taken).await.expect("owe"));
+        assert!(health.take_alert().await.expect("owed again").is_some());
+        let stale = OpenCircuit {
+            opened_ms: taken.opened_ms - 1,
+            ..taken.clone()
+        };
+        assert!(!health.alert_undelivered(&stale).await.expect("another opening"));
+        // A call granted before the latest refusal shows nothing; one after closes it.
+        let before = open.last_ms * 1000 - 1;
+        assert!(matches!(
+            health.accepted(Endpoint::Search, before).await.expect("accepted"),
+            Accepted::StillOpen(_)
+        ));
+        let now = redis_now_us(&conn).await + 1000;
+        let Accepted::Closed(closed) = health.accepted(Endpoint::Detail, now).await.expect("accepted") else {
+            panic!("{topology:?}: a call after the refusals closes a refusal of the key");
+        };
+        assert_eq!((closed.refusals, closed.alert_owed), (16, false));
+        assert_eq!(
+            health.accepted(Endpoint::Search, now).await.expect("closed"),
+            Accepted::NothingOpen
+        );
+        assert!(!health.alert_undelivered(&taken).await.expect("owe when closed"));
+        assert_eq!(
+            health.status().await.expect("status"),
+            None,
+            "{topology:?}: nothing recreated"
+        );
+        // Open again for the same reason within the keep: no second alert.
+        let again = refuse(&health, &gate, open_reason(&open.reason), Endpoint::Search).await;
+        assert!(again.opened);
+        assert_eq!(
+            health.take_alert().await.expect("take"),
+            None,
+            "{topology:?}: alerted twice"
+        );
+        let now = redis_now_us(&conn).await + 1000;
+        health.accepted(Endpoint::Search, now).await.expect("close");
+        let other = refuse(
+            &health,
+            &gate,
+            KeyProblem::Tls {
+                problem: lawsync::law::TlsProblem::UnknownIssuer,
+            },
+            Endpoint::Search,
+        )
+        .await;
+        assert!(other.opened);
+        assert!(
+            health.take_alert().await.expect("take").is_some(),
+            "{topology:?}: a new reason alerts"
+        );
+    }
+}
+
+fn open_reason(kind: &str) -> KeyProblem {
+    KeyProblem::from_kind(kind).expect("a kind")
+}
+
+/// An API the key was not granted (the detail, in one format): a search answered shows
+/// nothing about it; a detail answered closes it.
+#[tokio::test]
+async fn a_refused_api_is_closed_only_by_an_answer_from_that_api() {
+    let conn = Topology::Standalone.connect().await;
+    let (gate, health) = circuit_on(conn.clone());
+    let refusal = KeyProblem::NotApplied {
+        format: Some(Format::Json),
+    };
+    refuse(&health, &gate, refusal, Endpoint::Detail).await;
+    let now = redis_now_us(&conn).await + 1000;
+    let Accepted::StillOpen(open) = health.accepted(Endpoint::Search, now).await.expect("search") else {
+        panic!("a search answered closed a refusal of the detail API");
+    };
+    assert_eq!(open.reason, "not_applied_json");
+    assert_eq!(
+        health.status().await.expect("status").expect("open").scope,
+        "detail"
+    );
+    // A refusal of the key itself widens it: only an answer shows the key accepted.
+    refuse(&health, &gate, KeyProblem::VerifyFailed, Endpoint::Search).await;
+    let open = health.status().await.expect("status").expect("open");
+    assert_eq!(
+        (
+            open.scope.as_str(),
+            open.reason.as_str(),
+            open.last_reason.as_str()
+        ),
+        ("any", "not_applied_json", "auth_rejected")
+    );
+    let now = redis_now_us(&conn).await + 1000;
+    assert!(matches!(
+        health.accepted(Endpoint::Search, now).await.expect("search"),
+        Accepted::Closed(_)
+    ));
+}
+
+#[tokio::test]
+async fn damaged_circuit_state_is_named_and_nothing_is_written() {
+    for topology in Topology::EVERY {
+        let mut conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        let sound = [
+            ("v", "1"),
+            ("reason", "auth_rejected"),
+            ("last_reason", "auth_rejected"),
+            ("scope", "any"),
+            ("opened_ms", "1700000000000"),
+            ("last_ms", "1700000000000"),
+            ("refusals", "3"),
+            ("alert", "1"),
+        ];
+        let damages: &[(&str, &str)] = &[
+            ("v", "0x1"),
+            ("v", "1.0"),
+            ("v", "0"),
+            ("opened_ms", "0x10"),
+            ("opened_ms", " 5"),
+            ("refusals", "1e15"),
+            ("refusals", "nan"),
+            ("last_ms", "-1"),
+            ("scope", "everything"),
+            ("reason", "Auth"),
+        ];
+        for (field, bad) in damages {
+            let _: () = redis::cmd("DEL")
+                .arg(health.key())
+                .query_async(&mut conn)
+                .await
+                .expect("del");
+            let mut hset = redis::cmd("HSET");
+            hset.arg(health.key());
+            for (k, v) in sound {
+                hset.arg(k).arg(if k == *field { *bad } else { v });
+            }
+            let _: () = hset.query_async(&mut conn).await.expect("hset");
+            let gate_before: Option<String> = redis::cmd("HGET")
+                .arg(gate.key())
+                .arg("cool")
+                .query_async(&mut conn)
+                .await
+                .expect("gate");
+            let now = redis_now_us(&conn).await;
+            let errors = [
+                health
+                    .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
+                    .await
+                    .map(|_| ()),
+                health.accepted(Endpoint::Search, now).await.map(|_| ()),
+                health.take_alert().await.map(|_| ()),
+            ];
+            for e in errors {
+                let e = e.expect_err("damaged").to_string();
+                assert!(
+                    e.contains("corrupt") && e.contains("not a key-health circuit"),
+                    "{topology:?} {field}={bad}: {e}"
+                );
+            }
+            let left: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(health.key())
+                .arg(&["v", "refusals", "alert", "last_reason"])
+                .query_async(&mut conn)
+                .await
+                .expect("hmget");
+            let want = |k: &str| {
+                Some(if k == *field {
+                    bad.to_string()
+                } else {
+                    sound
+                        .iter()
+                        .find(|(n, _)| *n == k)
+                        .map(|(_, v)| v.to_string())
+                        .unwrap_or_default()
+                })
+            };
+            assert_eq!(
+                left,
+                vec![want("v"), want("refusals"), want("alert"), want("last_reason")],
+                "{topology:?} {field}={bad}: written"
+            );
+            let gate_after: Option<String> = redis::cmd("HGET")
+                .arg(gate.key())
+                .arg("cool")
+                .query_async(&mut conn)
+                .await
+                .expect("gate");
+            assert_eq!(
+                gate_before, gate_after,
+                "{topology:?} {field}={bad}: the gate was held"
+            );
+        }
+        // Newer, a string, and bad arguments.
+        let _: () = redis::cmd("HSET")
+            .arg(health.key())
+            .arg("v")
+            .arg("2")
+            .query_async(&mut conn)
+            .await
+            .expect("hset");
+        let e = health.take_alert().await.expect_err("newer").to_string();
+        assert!(e.contains("newer") && e.contains("version 2"), "{e}");
+        let _: () = redis::cmd("DEL")
+            .arg(health.key())
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        let _: () = redis::cmd("SET")
+            .arg(health.key())
+            .arg("x")
+            .query_async(&mut conn)
+            .await
+            .expect("set");
+        let e = health
+            .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
+            .await
+            .expect_err("a string")
+            .to_string();
+        assert!(e.contains("not a hash"), "{e}");
+        let _: () = redis::cmd("DEL")
+            .arg(health.key())
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        let keys = ThreeKeys {
+            health: health.key().to_owned(),
+            alerted: lawsync::keys::beside_gate(gate.key(), "alerted"),
+            gate: gate.key().to_owned(),
+        };
+        for argv in [
+            ["Auth", "any", "1", "1", "1", "1", "0", "1"],
+            ["auth", "all", "1", "1", "1", "1", "0", "1"],
+            ["auth", "any", "1e3", "1", "1", "1", "0", "1"],
+            ["auth", "any", "0x10", "1", "1", "1", "0", "1"],
+            ["auth", "any", "10", "0", "1", "1", "0", "1"],
+            ["auth", "any", "10", "10", "1", "1", "-1", "1"],
+        ] {
+            let e = lawsync::lua::KEY_REFUSED
+                .prepare(&keys)
+                .arg(&argv[..])
+                .invoke_async::<Vec<i64>>(&mut conn.clone())
+                .await
+                .expect_err("bad arguments");
+            assert!(e.to_string().contains("BADARG"), "{argv:?}: {e}");
+        }
+        let written: i64 = redis::cmd("EXISTS")
+            .arg(&keys.health)
+            .arg(&keys.alerted)
+            .query_async(&mut conn)
+            .await
+            .expect("exists");
+        assert_eq!(written, 0, "{topology:?}: bad arguments wrote");
+    }
+}
+
+/// The three keys `key_refused` binds, by name.
+struct ThreeKeys {
+    health: String,
+    alerted: String,
+    gate: String,
+}
+
+impl lawsync::lua::ScriptKeys for ThreeKeys {
+    fn key(&self, name: &str) -> Option<&str> {
+        match name {
+            "health" => Some(&self.health),
+            "alerted" => Some(&self.alerted),
+            "gate" => Some(&self.gate),
+            _ => None,
+        }
+    }
+}
+
+/// A mirror whose egress IP law.go.kr does not know yet: the first call opens the circuit,
+/// then nothing but one probe per interval reaches law.go.kr, one alert goes out, and no
+/// job's attempt is counted; once the IP is registered, a probe closes the circuit and the
+/// mirror goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unregistered_ip_is_called_once_alerted_once_probed_and_then_mirrored() {
+    const PROBE: Duration = Duration::from_millis(2000);
+    let mut setup = RigSetup::new(Store::Folder, Queues::Memory, 21, Some("20260227"));
+    setup.key_probe = Some(PROBE);
+    // The drainer's wait bound under the interval, as the policy's five minutes are over
+    // its 30 s: a held job is released, not slept for.
+    setup.env.push(("LAW_API_MAX_WAIT_MS", "500".to_owned()));
+    setup.registered = Some(vec!["127.0.0.2".parse().expect("ip")]);
+    let rig = MirrorRig::start_setup(setup).await;
+    let run = rig
+        .sync(SearchRequest {
+            from: "20260105".into(),
+            to: "20260206".into(),
+            ..Default::default()
+        })
+        .await;
+    rig.pump().await;
+    rig.drain(1).await;
+    let refused = |rig: &MirrorRig| -> Vec<f64> {
+        rig.lookalike
+            .arrivals()
+            .into_iter()
+            .filter(|a| a.cause == "unregistered")
+            .map(|a| a.at_ms)
+            .collect()
+    };
+    assert_eq!(
+        refused(&rig).len(),
+        1,
+        "one call, then the circuit holds every caller off"
+    );
+    assert_eq!(rig.lookalike.arrivals().len(), 1);
+    let open = rig
+        .deps
+        .law
+        .health()
+        .status()
+        .await
+        .expect("status")
+        .expect("open");
+    assert_eq!(open.reason, "auth_rejected");
+    assert_eq!(
+        rig.alerts.keys.lock().expect("alerts").len(),
+        1,
+        "one alert for the opening"
+    );
+    let listed = rig.deps.queue.list(10).await.expect("list");
+    assert_eq!(listed.len(), 1, "the first page, parked: {listed:?}");
+    assert_eq!(
+        listed[0].retry_count, 0,
+        "a refusal of the key is not the job's attempt"
+    );
+
+    // Probes, one per interval, still refused; no new alert, no attempt counted.
+    let until = tokio::time::Instant::now() + PROBE * 3;
+    while tokio::time::Instant::now() < until {
+        rig.drain(1).await;
+        rig.pump().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let calls = refused(&rig);
+    assert!(
+        calls.len() >= 2 && calls.len() <= 4,
+        "{} probes in three intervals",
+        calls.len() - 1
+    );
+    for pair in calls.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= PROBE.as_millis() as f64 - 50.0,
+            "a probe {gap} ms after the last"
+        );
+    }
+    assert_eq!(
+        rig.lookalike.arrivals().len(),
+        calls.len(),
+        "nothing but probes was called"
+    );
+    assert_eq!(rig.alerts.keys.lock().expect("alerts").len(), 1);
+    let listed = rig.deps.queue.list(10).await.expect("list");
+    assert_eq!(listed[0].retry_count, 0, "{listed:?}");
+
+    // The operator registers the IP: the next probe closes it and the mirror goes on.
+    rig.lookalike.set_registered(None);
+    for _ in 0..40 {
+        rig.drain(3).await;
+        rig.pump().await;
+        if rig.status(&run).await.recorded_ms.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        rig.deps.law.health().status().await.expect("status"),
+        None,
+        "closed"
+    );
+    let status = rig.status(&run).await;
+    assert!(status.recorded_ms.is_some(), "the run completes: {status:?}");
+    assert_eq!(
+        refused(&rig).len(),
+        calls.len(),
+        "nothing refused once registered"
+    );
+    assert!(rig.deps.queue.dead(10).await.expect("dead").is_empty());
+    assert_eq!(rig.alerts.keys.lock().expect("alerts").len(), 1);
+}
+
+fn config(base: &str, extra: &[(&str, &str)]) -> Config {
+    let mut vars: Vec<(String, String)> = vec![
+        ("LAW_API_OC".into(), OC.into()),
+        ("LAW_API_BASE_URL".into(), base.into()),
+        ("LAW_API_REQUEST_INTERVAL_MS".into(), "10".into()),
+        ("LAW_API_MAX_ATTEMPTS".into(), "2".into()),
+    ];
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Config::from_lookup(|k| vars.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.clone())).expect("config")
+}
+
+/// A client of its own gate (one per key, as in production), on standalone Redis.
+async fn client(base: &str, oc: &str, extra: &[(&str, &str)], gate_ns: &lawsync::Namespace) -> LawClient {
+    let cfg = config(base, extra);
+    let gate = Arc::new(Gate::new(Topology::Standalone.connect().await, gate_ns, cfg.gate));
+    LawClient::new(&cfg.law, Secret::new(oc), gate).expect("client")
+}
+
+fn window() -> SearchRequest {
+    SearchRequest {
+        from: "20260105".into(),
+        to: "20260206".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_key_served_xml_only_is_read_in_xml_and_every_cold_start_asks_in_it() {
+    let oc = unique_oc(OC);
+    let mut la = LookalikeConfig::new(&oc);
+    la.interval = None;
+    la.quirks = Quirks {
+        refuse_json: true,
+        ..Quirks::default()
+    };
+    let up = Lookalike::start(la).await.expect("look-alike");
+    let ns = unique_ns("xml-only");
+    let first = client(&up.base_url, &oc, &[], &ns).await;
+    let page = first
+        .search(&window(), Deadline::NONE)
+        .await
+        .expect("served in XML");
+    assert!(page.total > 0);
+    let formats: Vec<_> = up.arrivals().into_iter().map(|a| (a.format, a.cause)).collect();
+    assert_eq!(
+        formats,
+        [
+            (Some("json".into()), "not_applied".into()),
+            (Some("xml".into()), "ok".into())
+        ]
+    );
+    assert_eq!(
+        first
+            .health()
+            .learned_format(Endpoint::Search)
+            .await
+            .expect("learned"),
+        Some(Format::Xml)
+    );
+    // A cold start on the same key asks in XML at once.
+    let second = client(&up.base_url, &oc, &[], &ns).await;
+    second.search(&window(), Deadline::NONE).await.expect("served");
+    assert_eq!(
+        up.arrivals().last().and_then(|a| a.format.clone()).as_deref(),
+        Some("xml")
+    );
+    assert_eq!(up.arrivals().len(), 3, "no JSON asked again");
+    assert_eq!(
+        second.health().status().await.expect("status"),
+        None,
+        "no refusal of the key"
+    );
+
+    // Set to JSON only, the same key is refused in JSON: the circuit opens, named.
+    let fixed = client(
+        &up.base_url,
+        &oc,
+        &[("LAW_API_FORMAT", "json")],
+        &unique_ns("json-only"),
+    )
+    .await;
+    let e = fixed
+        .search(&window(), Deadline::NONE)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        e,
+        LawError::KeyRefused(KeyProblem::NotApplied {
+            format: Some(Format::Json)
+        })
+    );
+    assert!(e.to_string().contains("LAW_API_FORMAT=auto"), "{e}");
+    // Refused in both, `auto` says so.
+    up.set_quirks(Quirks {
+        refuse_json: true,
+        refuse_xml: true,
+        ..Quirks::default()
+    })
+    .expect("quirks");
+    let neither = client(&up.base_url, &oc, &[], &unique_ns("neither")).await;
+    let e = neither
+        .search(&window(), Deadline::NONE)
+        .await
+        .expect_err("refused");
+    assert_eq!(e, LawError::KeyRefused(KeyProblem::NotApplied { format: None }));
+    let open = neither.health().status().await.expect("status").expect("open");
+    assert_eq!(open.reason, "not_applied");
+}
+
+/// The same window mirrored through JSON and through XML stores the same envelopes: the
+/// listing, its hash, the detail and its hash, byte for byte but for when it was fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_precedent_read_as_json_or_as_xml_is_stored_the_same() {
+    let mut stored = Vec::new();
+    for format in ["json", "xml"] {
+        let mut setup = RigSetup::new(Store::Folder, Queues::Memory, 33, Some("20260227"));
+        setup.env.push(("LAW_API_FORMAT", format.to_owned()));
+        let rig = MirrorRig::start_setup(setup).await;
+        rig.sync(window()).await;
+        rig.pump().await;
+        let formats: Vec<_> = rig
+            .lookalike
+            .arrivals()
+            .into_iter()
+            .filter_map(|a| a.format)
+            .collect();
+        assert!(formats.iter().all(|f| f == format), "{format}: {formats:?}");
+        let mut envelopes = std::collections::BTreeMap::new();
+        for key in rig.keys("prec/").await {
+            let mut v = rig.json(&key).await;
+            let obj = v.as_object_mut().expect("envelope");
+            for varies in ["fetchedAt", "firstSeenAt", "runId"] {
+                obj.remove(varies);
+            }
+            envelopes.insert(key, v);
+        }
+        assert!(envelopes.len() > 10, "{format}: {} stored", envelopes.len());
+        stored.push(envelopes);
+    }
+    assert_eq!(
+        stored[0].keys().collect::<Vec<_>>(),
+        stored[1].keys().collect::<Vec<_>>()
+    );
+    for (key, json) in &stored[0] {
+        assert_eq!(json, &stored[1][key], "{key} differs between JSON and XML");
+    }
+}
+
+/// A 200 HTML page of no known shape (a throttle page nobody recorded): kept for `lawsync
+/// probe` with the key masked, and the whole cluster holds off; a reset after the request:
+/// the cluster cools down as after a 429 without Retry-After, and the retry succeeds.
+#[tokio::test]
+async fn throttles_without_a_429_hold_the_cluster_off() {
+    let page = format!("<html><body>잠시 후 다시 시도하세요 OC={OC}</body></html>");
+    let up = Upstream::start(vec![Reply::status(200).text(page)], Reply::status(500)).await;
+    let ns = unique_ns("page");
+    let c = client(&up.base_url, OC, &[], &ns).await;
+    let e = c.detail("7", Deadline::NONE).await.expect_err("a page");
+    assert_eq!(e, LawError::HtmlPage);
+    let kept = c.health().unknown_replies().await.expect("kept");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(
+        kept[0].head.contains("잠시 후") && kept[0].head.contains("OC=***"),
+        "{:?}",
+        kept[0]
+    );
+    assert!(!format!("{kept:?}").contains(OC));
+    let cooldown = c
+        .gate()
+        .status()
+        .await
+        .expect("status")
+        .cooldown
+        .expect("held off");
+    assert!(cooldown > Duration::from_secs(55), "{cooldown:?}");
+
+    let detail = r#"{"PrecService":{"판례정보일련번호":"7","사건명":"x"}}"#;
+    let up = Upstream::start(
+        vec![Reply::status(0).with_body(Body::Reset), Reply::json(detail)],
+        Reply::status(500),
+    )
+    .await;
+    let c = client(&up.base_url, OC, &[], &unique_ns("reset")).await;
+    let seen = Arc::new(Seen::default());
+    let c = c.with_observer(seen.clone());
+    c.detail("7", Deadline::NONE)
+        .await
+        .expect("the retry after the reset");
+    let events = seen.0.lock().expect("events").clone();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(
+        (events[0].status, events[0].cooldown.is_some()),
+        (None, true),
+        "{events:?}"
+    );
+}
+
+#[derive(Debug, Default)]
+struct Seen(std::sync::Mutex<Vec<lawsync::law::CallEvent>>);
+
+impl lawsync::law::CallObserver for Seen {
+    fn observe(&self, e: &lawsync::law::CallEvent) {
+        self.0.lock().expect("events").push(e.clone());
+    }
+}
+
+/// The look-alike refuses an address not registered with the key, in the format asked.
+#[tokio::test]
+async fn the_lookalike_refuses_an_unregistered_address_in_either_format() {
+    let oc = unique_oc(OC);
+    let mut la = LookalikeConfig::new(&oc);
+    la.interval = None;
+    la.registered = Some(vec!["10.0.0.1".parse().expect("ip")]);
+    let up = Lookalike::start(la).await.expect("look-alike");
+    for format in ["json", "xml"] {
+        let c = client(
+            &up.base_url,
+            &oc,
+            &[("LAW_API_FORMAT", format)],
+            &unique_ns("unreg"),
+        )
+        .await;
+        let e = c
+            .detail("100001", Deadline::NONE)
+            .await
+            .expect_err("unregistered");
+        assert_eq!(e, LawError::KeyRefused(KeyProblem::VerifyFailed), "{format}");
+    }
+    let causes: Vec<_> = up.arrivals().into_iter().map(|a| (a.cause, a.format)).collect();
+    assert_eq!(
+        causes,
+        [
+            ("unregistered".to_owned(), Some("json".to_owned())),
+            ("unregistered".to_owned(), Some("xml".to_owned()))
+        ]
+    );
+}
