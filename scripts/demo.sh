@@ -5,6 +5,7 @@
 # whatever happens. Rerunnable.
 #   GATE=shared (default) | per-instance   per-instance turns the shared gate off, for contrast
 #   LAWSYNC_DEMO_REDIS_PORT (6393), LAWSYNC_DEMO_MOTO_PORT (5393), DEMO_ARGS (extra flags)
+#   DEMO_PROFILE=dev (default) | release   the build the processes run (make soak-rule: release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gate=${GATE:-shared}
@@ -29,8 +30,11 @@ trap stop EXIT
 trap 'exit 130' INT TERM
 stop
 
+profile=${DEMO_PROFILE:-dev}
+case "$profile" in dev) out=target/debug; flags=() ;; release) out=target/release; flags=(--release) ;;
+  *) echo "demo: DEMO_PROFILE must be dev or release, got '$profile'" >&2; exit 2 ;; esac
 echo "demo: building (the first build takes a few minutes)" >&2
-cargo build --locked -q -p lawsync --bin lawsync -p lawsync-tests --bin law-lookalike --bin demo
+cargo build --locked -q "${flags[@]}" -p lawsync --bin lawsync -p lawsync-tests --bin law-lookalike --bin demo
 
 if redis-cli -p "$redis_port" ping >/dev/null 2>&1; then
   echo "demo: port $redis_port is taken by another server; set LAWSYNC_DEMO_REDIS_PORT" >&2; exit 1
@@ -42,5 +46,5 @@ for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break;
 scripts/test-moto.sh up >/dev/null
 
 # shellcheck disable=SC2086 # DEMO_ARGS is a list of flags
-target/debug/demo --gate "$gate" --redis-url "redis://127.0.0.1:$redis_port" \
+"$out/demo" --gate "$gate" --redis-url "redis://127.0.0.1:$redis_port" \
   --moto-url "http://127.0.0.1:$moto_port" --out .run/demo ${DEMO_ARGS:-}

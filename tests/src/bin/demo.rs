@@ -6,6 +6,11 @@
 //! with several environments per function), injects a 429 storm and a long Retry-After
 //! midway, and shows the calls live, then a summary and an SVG timeline. Everything it
 //! starts, it stops.
+//!
+//! `--soak` (`make soak-rule`) runs the same processes with nothing injected and no next
+//! day, for as long as the window takes, and ends with the promise as deployed: at least
+//! `--min-calls` calls, none answered 429 for breaking the rule, and no two starts granted
+//! closer than the interval on Redis' clock, each line `[ok]` or `[fail]`.
 #![allow(clippy::print_stdout)] // a program whose product is its output
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,7 +27,7 @@ use lawsync_tests::timeline::{Call, Park, Timeline};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-const USAGE: &str = "usage: demo --redis-url URL --moto-url URL [--gate shared|per-instance] [--from YYYYMMDD --to YYYYMMDD] [--processes N] [--concurrency N] [--rule-ms MS] [--gate-ms MS] [--budget-secs S] [--out DIR]";
+const USAGE: &str = "usage: demo --redis-url URL --moto-url URL [--gate shared|per-instance] [--from YYYYMMDD --to YYYYMMDD] [--processes N] [--concurrency N] [--rule-ms MS] [--gate-ms MS] [--budget-secs S] [--out DIR] [--soak [--min-calls N]]";
 
 #[derive(Debug, Clone)]
 struct Opts {
@@ -37,6 +42,10 @@ struct Opts {
     gate_ms: u64,
     budget: Duration,
     out: PathBuf,
+    /// Nothing injected, no next day: the promise as deployed, soaked.
+    soak: bool,
+    /// The soak's least number of calls.
+    min_calls: usize,
 }
 
 fn parse() -> Result<Opts, String> {
@@ -52,10 +61,16 @@ fn parse() -> Result<Opts, String> {
         gate_ms: 1050,
         budget: Duration::from_secs(170),
         out: PathBuf::from(".run/demo"),
+        soak: false,
+        min_calls: 1000,
     };
     let mut budget_set = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--soak" {
+            o.soak = true;
+            continue;
+        }
         let v = args.next().ok_or(format!("{flag} needs a value\n{USAGE}"))?;
         let n = |v: &str| {
             v.parse::<u64>()
@@ -82,12 +97,20 @@ fn parse() -> Result<Opts, String> {
                 budget_set = true;
             }
             "--out" => o.out = v.into(),
+            "--min-calls" => o.min_calls = n(&v)? as usize,
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         }
     }
     if o.per_instance && !budget_set {
         // The contrast needs a minute of crowding, not a finished sync.
         o.budget = Duration::from_secs(60);
+    }
+    if o.soak && o.per_instance {
+        return Err("--soak soaks the shared gate: leave --gate shared".into());
+    }
+    if o.soak && !budget_set {
+        // The window at the gate's pace, twice over: the soak ends when the window is done.
+        o.budget = Duration::from_secs(4 * 3600);
     }
     if o.redis_url.is_empty() || o.moto_url.is_empty() {
         return Err(format!("--redis-url and --moto-url are required\n{USAGE}"));
@@ -385,9 +408,11 @@ async fn run(o: Opts) -> Result<bool, String> {
         let stats = queue.stats().await.ok();
         view.retry_depth = stats.as_ref().map_or(0, |s| s.depth);
         due_samples.extend(sample_due(&queue, &gate).await);
-        // Midway trouble, in shared mode only: the contrast run shows the rule alone.
+        // Midway trouble, in shared mode only: the contrast run shows the rule alone, and the
+        // soak the promise with nothing injected.
         let progress = view.stored as f64 / expected.len().max(1) as f64;
-        if !o.per_instance && injected.is_empty() && progress >= 0.3 {
+        let injecting = !o.per_instance && !o.soak;
+        if injecting && injected.is_empty() && progress >= 0.3 {
             inject(
                 &base,
                 json!({"fault": "too_many", "retry_after": 2, "count": 4, "endpoint": "detail"}),
@@ -399,7 +424,7 @@ async fn run(o: Opts) -> Result<bool, String> {
             ));
             view.note("injected: a 429 storm, the next 4 detail calls answered 429 Retry-After: 2");
         }
-        if !o.per_instance && injected.len() == 1 && progress >= 0.55 {
+        if injecting && injected.len() == 1 && progress >= 0.55 {
             inject(
                 &base,
                 json!({"fault": "too_many", "retry_after": 35, "as_date": true, "count": 1}),
@@ -487,7 +512,7 @@ async fn run(o: Opts) -> Result<bool, String> {
         println!("  ✘ no run record under runs/: the run never accounted for every id");
     }
     let ok = ok && (recorded || o.per_instance);
-    let act2 = if complete && !o.per_instance {
+    let act2 = if complete && !o.per_instance && !o.soak {
         Some(
             next_day_act(&NextDay {
                 base: &base,
@@ -1177,5 +1202,39 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
         ),
     );
     check(s.dead == 0, "no dead letters".into());
-    !s.leaked && s.complete && rule_429 == 0 && min >= o.rule_ms as f64 && s.dead == 0
+    let demo_ok = !s.leaked && s.complete && rule_429 == 0 && min >= o.rule_ms as f64 && s.dead == 0;
+    if !o.soak {
+        return demo_ok;
+    }
+    // The soak's verdict, one line per promise, for scripts as for people.
+    println!("\n{}", p("1", "soak: the shipped settings against the rule"));
+    let verdict = |ok: bool, text: String| {
+        println!("  [{}] {text}", if ok { "ok" } else { "fail" });
+        ok
+    };
+    let calls = verdict(
+        arrivals.len() >= o.min_calls,
+        format!("{} calls (at least {})", arrivals.len(), o.min_calls),
+    );
+    let rule = verdict(
+        rule_429 == 0,
+        format!(
+            "{rule_429} calls answered 429 for breaking the {} ms rule",
+            o.rule_ms
+        ),
+    );
+    let floor = verdict(
+        granted_min >= o.gate_ms as f64,
+        format!(
+            "smallest gap between two granted starts on Redis' clock {granted_min:.1} ms (the interval {} ms is a floor)",
+            o.gate_ms
+        ),
+    );
+    println!(
+        "  ({} environments called, of {} processes x {} per function and a drainer each)",
+        view.instances.len(),
+        o.processes,
+        o.concurrency
+    );
+    demo_ok && calls && rule && floor
 }
