@@ -310,31 +310,25 @@ impl MirrorRig {
             .with_backoff(backoff);
         // Each function's store and outbox sign as its role; in a folder and in memory
         // there is nothing to sign.
-        let mut per_role = Vec::new();
-        for role in Role::FUNCTIONS {
-            let role_sdk = sdk_as(role).await;
-            let docs: Arc<dyn DocumentStore> = match &s3 {
-                Some((_, bucket)) => Arc::new(S3Documents::new(&role_sdk, bucket.clone())),
+        let [deps, detail_deps, drainer_deps] = crate::stack::functions_deps(
+            &cfg,
+            &law,
+            &queue,
+            &ns,
+            |role_sdk| match &s3 {
+                Some((_, bucket)) => Arc::new(S3Documents::new(role_sdk, bucket.clone())),
                 None => docs.clone(),
-            };
-            let outbox: Arc<dyn lawsync::app::outbox::Outbox> = match &memory {
+            },
+            |role_sdk| match &memory {
                 Some(m) => m.clone(),
                 None => Arc::new(SqsOutbox::new(
-                    &role_sdk,
+                    role_sdk,
                     Some(search_url.clone()),
                     Some(detail_url.clone()),
                 )),
-            };
-            per_role.push(Deps::assemble(
-                cfg.clone(),
-                law.clone(),
-                queue.clone(),
-                docs,
-                outbox,
-                ns.clone(),
-            ));
-        }
-        let [deps, detail_deps, drainer_deps]: [Deps; 3] = per_role.try_into().expect("three functions");
+            },
+        )
+        .await;
         Self {
             lookalike,
             deps,

@@ -322,20 +322,10 @@ pub fn moto_url() -> String {
     })
 }
 
-/// SDK configuration aimed at the moto server, with fixed test credentials.
+/// SDK configuration aimed at the moto server, with the test harness's credentials (no
+/// role of the template: see [`crate::stack`]).
 pub async fn moto_sdk() -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto_url())
-        .region(aws_config::Region::new("ap-northeast-2"))
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "lawsync-tests",
-        ))
-        .load()
-        .await
+    crate::stack::sdk_with_key("test").await
 }
 
 /// A binary of the workspace (`lawsync`, `law-lookalike`...), built beside the test

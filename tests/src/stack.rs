@@ -84,6 +84,32 @@ pub async fn sdk_with_key(key: &str) -> aws_config::SdkConfig {
         .await
 }
 
+/// The three functions' dependencies (search, detail, drainer) over one configuration,
+/// client and queue, each function's document store and outbox signing as its role:
+/// `store` and `outbox` build them from the role's SDK configuration.
+pub async fn functions_deps(
+    cfg: &lawsync::Config,
+    law: &lawsync::LawClient,
+    queue: &lawsync::queue::RetryQueue,
+    ns: &lawsync::Namespace,
+    store: impl Fn(&aws_config::SdkConfig) -> std::sync::Arc<dyn lawsync::documents::DocumentStore>,
+    outbox: impl Fn(&aws_config::SdkConfig) -> std::sync::Arc<dyn lawsync::app::outbox::Outbox>,
+) -> [lawsync::app::Deps; 3] {
+    let mut out = Vec::new();
+    for role in Role::FUNCTIONS {
+        let sdk = sdk_as(role).await;
+        out.push(lawsync::app::Deps::assemble(
+            cfg.clone(),
+            law.clone(),
+            queue.clone(),
+            store(&sdk),
+            outbox(&sdk),
+            ns.clone(),
+        ));
+    }
+    out.try_into().unwrap_or_else(|_| unreachable!("three functions"))
+}
+
 /// One stack's AWS resources, named as `infra/template.yaml` names them for the
 /// environment `env`.
 #[derive(Debug, Clone, PartialEq, Eq)]

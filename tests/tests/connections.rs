@@ -259,7 +259,17 @@ fn pki() -> TestPki {
     let dir = tempdir::Dir::new("pki");
     let ca_file = dir.0.join("ca.pem");
     std::fs::write(&ca_file, ca.pem()).expect("write CA");
-    let server = ServerConfig::builder_with_provider(Arc::new(
+    let server = serving(&leaf, &leaf_key);
+    TestPki {
+        ca_file,
+        server,
+        _dir: dir,
+    }
+}
+
+/// A TLS server presenting `leaf` alone (no chain), signed with `key`.
+fn serving(leaf: &rcgen::Certificate, key: &KeyPair) -> ServerConfig {
+    ServerConfig::builder_with_provider(Arc::new(
         tokio_rustls::rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
@@ -267,14 +277,9 @@ fn pki() -> TestPki {
     .with_no_client_auth()
     .with_single_cert(
         vec![CertificateDer::from(leaf.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
     )
-    .expect("server config");
-    TestPki {
-        ca_file,
-        server,
-        _dir: dir,
-    }
+    .expect("server config")
 }
 
 /// What the HTTPS server saw, on the host's wall clock.
@@ -500,17 +505,7 @@ fn incomplete_chain() -> IncompleteChain {
         format!("{}{}", root.pem(), intermediate.pem()),
     )
     .expect("write both");
-    let server = ServerConfig::builder_with_provider(Arc::new(
-        tokio_rustls::rustls::crypto::aws_lc_rs::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![CertificateDer::from(leaf.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-    )
-    .expect("server config");
+    let server = serving(&leaf, &leaf_key);
     IncompleteChain {
         server,
         root_file,

@@ -17,7 +17,7 @@ use lawsync::{Deadline, Gate, LawClient, Namespace, Secret};
 use lawsync_tests::capture::capture_global;
 use lawsync_tests::leaks::{assert_nowhere, redis_text};
 use lawsync_tests::servers::{Topology, moto_sdk, unique_env};
-use lawsync_tests::stack::{Role, Stack, sdk_as};
+use lawsync_tests::stack::Stack;
 use lawsync_tests::upstream::{Reply, Upstream};
 use serde_json::json;
 
@@ -61,24 +61,20 @@ async fn rig(upstream: &Upstream, docs: Docs) -> Rig {
         Docs::Bucket => Some(stack.create_bucket(false).await.expect("bucket")),
     };
     let queue = RetryQueue::new(conn, &ns).with_secret(Secret::new(OC));
-    let mut per_role = Vec::new();
-    for role in Role::FUNCTIONS {
-        let sdk = sdk_as(role).await;
-        let docs: Arc<dyn DocumentStore> = match &bucket {
-            None => Arc::new(LocalDir::new(std::env::temp_dir().join(&env))),
-            Some(b) => Arc::new(S3Documents::new(&sdk, b.clone())),
-        };
-        let outbox = Arc::new(SqsOutbox::new(&sdk, Some(urls[0].clone()), Some(urls[1].clone())));
-        per_role.push(Deps::assemble(
-            cfg.clone(),
-            law.clone(),
-            queue.clone(),
-            docs,
-            outbox,
-            ns.clone(),
-        ));
-    }
-    let [deps, detail, drainer]: [Deps; 3] = per_role.try_into().expect("three functions");
+    let [deps, detail, drainer] = lawsync_tests::stack::functions_deps(
+        &cfg,
+        &law,
+        &queue,
+        &ns,
+        |sdk| -> Arc<dyn DocumentStore> {
+            match &bucket {
+                None => Arc::new(LocalDir::new(std::env::temp_dir().join(&env))),
+                Some(b) => Arc::new(S3Documents::new(sdk, b.clone())),
+            }
+        },
+        |sdk| Arc::new(SqsOutbox::new(sdk, Some(urls[0].clone()), Some(urls[1].clone()))),
+    )
+    .await;
     Rig {
         deps,
         detail,
