@@ -38,8 +38,13 @@
                          (the one before overran): the slot moves back just far enough and
                          the caller waits
     otherwise            it slept past the tolerance while another call started in its
-                         slot: a fresh reservation at the back ]]
+                         slot: a fresh reservation at the back
+  Probe mode (the state's pw, set while the key-health circuit is open): the first start
+  granted after a cooldown is the circuit's probe, and the gate is held pw µs behind it
+  (as gate_hold holds it), so no other call starts before the probe's answer closes the
+  circuit, refuses the key again, or the window passes. ]]
 --- @include "gate_state"
+--- @include "gate_hold"
 local interval, burst, max_wait = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local held, tolerance, held_epoch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local idle_ms = tonumber(ARGV[7])
@@ -66,6 +71,9 @@ local function go(slot)
   end
   st.next_start = start + interval
   st.last_grant = now
+  if first_start_since_cooldown and st.probe_window > 0 then
+    gate_hold(st, now, st.probe_window, interval, burst, tolerance)
+  end
   save_state(st, now, idle_ms)
   return { GO, slot, now, st.cooldown_end, st.epoch, next_start_before, st.next_start }
 end

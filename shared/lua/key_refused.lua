@@ -1,11 +1,15 @@
 --[[ key_refused: law.go.kr refused the key itself: opens the key-health circuit (or counts
   one more refusal of an open one) and holds the key's gate off for the probe interval, in
   one step, so that no circuit is ever open without its hold. Decided on Redis' clock.
+  While the circuit is open the gate runs in probe mode (the state's pw, see
+  includes/gate_state.lua): the first start after each hold is the probe, and nothing else
+  starts until its answer is in (key_accepted, or another refusal) or the probe window
+  passes.
   Keys:
     K.health   the circuit's hash (see includes/health_state.lua)
-    K.alerted  the kind of the last opening whose alert was owed, kept as long as the
-               circuit is: a circuit that closes and opens again for the same reason within
-               that time owes no second alert
+    K.alerted  the kind of the last opening whose alert was delivered (key_alert
+               delivered), kept as long as the circuit is: a circuit that closes and opens
+               again for the same reason within that time owes no second alert
     K.gate     the key's gate state (see includes/gate_state.lua)
   Input:
     ARGV[1]  the refusal's kind: 1-40 of a-z and _ (KeyProblem::kind)
@@ -16,6 +20,10 @@
     ARGV[6]  the gate's burst (whole, >= 1)
     ARGV[7]  the gate's tolerance, µs (whole, >= 0)
     ARGV[8]  how long an idle gate state is kept past its last time, ms (whole, >= 1)
+    ARGV[9]  the probe window: how long the gate holds behind a probe for its answer, µs
+             (whole, >= 1)
+    The hold and the probe window, with a burst's reach behind them, must end within the
+    gate's horizon (two days), or the gate state would read as damaged.
   Output: { opened, opened_ms, refusals, cooldown_end }
     opened 1  this call opened the circuit; 0 it was open already
     cooldown_end  the gate's cooldown end, µs
@@ -25,7 +33,7 @@
 --- @include "gate_hold"
 --- @include "health_state"
 --- @include "args"
-local refusal = whole_args({ 3, 4, 5, 6, 8 }, 1) or whole_args({ 7 }, 0)
+local refusal = whole_args({ 3, 4, 5, 6, 8, 9 }, 1) or whole_args({ 7 }, 0)
 if refusal then
   return refusal
 end
@@ -38,6 +46,12 @@ if scope ~= 'search' and scope ~= 'detail' and scope ~= 'any' then
 end
 local keep, hold = tonumber(ARGV[3]), tonumber(ARGV[4])
 local interval, burst, tolerance, idle_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local window = tonumber(ARGV[9])
+local reach = (burst - 1) * (interval + tolerance)
+if hold + reach > HORIZON or window + reach > HORIZON then
+  return redis.error_reply('BADARG the hold (ARGV[4]) and the probe window (ARGV[9]), with the burst\'s reach, '
+    .. 'must end within two days')
+end
 local alerted_kind = redis.call('TYPE', K.alerted).ok
 if alerted_kind ~= 'string' and alerted_kind ~= 'none' then
   return redis.error_reply('CORRUPT ' .. K.alerted .. ' is a ' .. alerted_kind .. ', not a string')
@@ -45,30 +59,33 @@ end
 local now_us = redis_now_us()
 local now = math.floor(now_us / 1000)
 -- Every read, and every check, before the first write.
-local h = read_health()
+local h = read_health(now)
 local st = read_state(now_us, interval, burst, tolerance)
 local opened, opened_ms, refusals = 0, 0, 0
 if not h then
   opened, opened_ms, refusals = 1, now, 1
   redis.call('HSET', K.health, 'v', HEALTH_VERSION, 'reason', reason, 'last_reason', reason, 'scope', scope,
-    'opened_ms', now, 'last_ms', now, 'refusals', 1)
+    'opened_ms', health_digits(now), 'last_ms', health_digits(now), 'refusals', 1)
+  -- The marker is set when an alert is delivered, never before: an alert lost with its
+  -- circuit silences nothing after it.
   if redis.call('GET', K.alerted) ~= reason then
-    redis.call('HSET', K.health, 'alert', 1)
-    redis.call('SET', K.alerted, reason, 'PX', keep)
+    redis.call('HSET', K.health, 'alert', 0)
   end
 else
-  opened_ms, refusals = h.opened_ms, h.refusals + 1
+  opened_ms, refusals = h.opened_ms, math.min(h.refusals + 1, HEALTH_MAX)
   -- Refusals of two scopes: only a call that reaches everything shows the key accepted.
   local widened = h.scope
   if widened ~= scope then
     widened = 'any'
   end
-  redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', now, 'refusals', refusals)
+  redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', health_digits(math.max(now, h.last_ms)),
+    'refusals', health_digits(refusals))
   if redis.call('EXISTS', K.alerted) == 1 then
     redis.call('PEXPIRE', K.alerted, keep)
   end
 end
 redis.call('PEXPIRE', K.health, keep)
 gate_hold(st, now_us, hold, interval, burst, tolerance)
+st.probe_window = window
 save_state(st, now_us, idle_ms)
 return { opened, opened_ms, refusals, st.cooldown_end }

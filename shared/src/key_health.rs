@@ -6,12 +6,15 @@
 //! circuit and, in the same script, holds the key's gate off for the probe interval
 //! ([`KeyHealth::refused`]): no instance calls law.go.kr until it ends, and every job that
 //! meets the hold is parked without counting an attempt (the gate refuses it, which is not
-//! a failure of the job). The opening owes one alert, which the drainer sends
-//! ([`KeyHealth::take_alert`]) with the likely cause and the fix; a circuit that closes and
-//! opens again for the same reason within [`KEY_HEALTH_KEEP`] owes none. When the hold
-//! ends, the next call is the probe: refused again, the hold starts over; answered, it
-//! closes the circuit ([`KeyHealth::accepted`]) if it reached what the circuit is about (the
-//! API not granted, for a list or body refused; anything, for the key itself) and was
+//! a failure of the job). The opening owes one alert, which the drainer takes on a lease,
+//! sends with the likely cause and the fix, and confirms ([`KeyHealth::take_alert`],
+//! [`KeyHealth::alert_delivered`]); an alert whose delivery is never confirmed is offered
+//! again when its lease ends. A circuit that closes and opens again for the same reason
+//! within [`KEY_HEALTH_KEEP`] of a delivered alert owes none. When the hold ends, the next
+//! call is the probe, and the gate holds behind it for its answer (the probe window): no
+//! other call starts meanwhile. Refused again, the hold starts over; answered, the probe
+//! closes the circuit ([`KeyHealth::accepted`]) if it reached what the circuit is about
+//! (the API not granted, for a list or body refused; anything, for the key itself) and was
 //! granted after the latest refusal. An open circuit nothing has refused for
 //! [`KEY_HEALTH_KEEP`] expires, and the next call probes as if it were closed.
 //!
@@ -30,7 +33,10 @@ use crate::gate::Gate;
 use crate::law::Endpoint;
 use crate::law::format::Format;
 use crate::law::refusals::KeyProblem;
-use crate::policy::{KEY_HEALTH_KEEP, LEARNED_FORMAT_KEEP, UNKNOWN_REPLIES_KEPT, UNKNOWN_REPLY_BYTES};
+use crate::policy::{
+    KEY_ALERT_LEASE, KEY_HEALTH_KEEP, LEARNED_FORMAT_KEEP, RETRY_AFTER_CAP, UNKNOWN_REPLIES_KEPT,
+    UNKNOWN_REPLY_BYTES,
+};
 use crate::redis_conn::{RedisConn, RedisFailure};
 
 /// The circuit and its records, for one API key's gate.
@@ -126,25 +132,30 @@ impl KeyHealth {
     }
 
     /// law.go.kr refused the key on a call to `endpoint`: opens the circuit, or counts one
-    /// more refusal, and holds `gate` (this circuit's) off for `hold`, in one step.
+    /// more refusal, and holds `gate` (this circuit's) off for `hold`, in one step; until it
+    /// closes, the gate holds `probe_window` behind each probe. Both are capped at
+    /// [`RETRY_AFTER_CAP`], as a cooldown is.
     pub async fn refused(
         &self,
         problem: &KeyProblem,
         endpoint: Endpoint,
         gate: &Gate,
         hold: Duration,
+        probe_window: Duration,
     ) -> Result<Refused, RedisFailure> {
         let (interval_us, burst, tolerance_us, idle_ms) = gate.hold_shape().await?;
+        let micros = |d: Duration| (d.min(RETRY_AFTER_CAP).as_micros() as u64).max(1);
         let v: Vec<i64> = crate::lua::KEY_REFUSED
             .prepare(&Keys(self))
             .arg(problem.kind())
             .arg(scope(problem, endpoint))
             .arg(KEY_HEALTH_KEEP.as_millis() as u64)
-            .arg((hold.as_micros() as u64).max(1))
+            .arg(micros(hold))
             .arg(interval_us)
             .arg(burst)
             .arg(tolerance_us)
             .arg(idle_ms)
+            .arg(micros(probe_window))
             .invoke_async(&mut self.conn.clone())
             .await?;
         match v.as_slice() {
@@ -218,13 +229,16 @@ impl KeyHealth {
         }))
     }
 
-    /// The opening's alert, once: the circuit as it is, if its alert was owed. The caller
-    /// sends it, and owes it again ([`KeyHealth::alert_undelivered`]) if that fails.
+    /// The opening's alert, for delivery: the circuit as it is, if its alert is owed and
+    /// not taken by another pass within [`KEY_ALERT_LEASE`]. The caller sends it, then
+    /// confirms it ([`KeyHealth::alert_delivered`]) or owes it again at once
+    /// ([`KeyHealth::alert_undelivered`]); unconfirmed, it is offered again when the lease
+    /// ends.
     pub async fn take_alert(&self) -> Result<Option<OpenCircuit>, RedisFailure> {
         let v: Vec<String> = crate::lua::KEY_ALERT
             .prepare(&Keys(self))
             .arg("take")
-            .arg(0)
+            .arg(KEY_ALERT_LEASE.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await?;
         let [reason, opened, last, refusals, last_reason] = v.as_slice() else {
@@ -243,6 +257,21 @@ impl KeyHealth {
             refusals: num(refusals)?,
             alert_owed: false,
         }))
+    }
+
+    /// The alert taken from `circuit` was delivered: no longer owed, and a circuit that
+    /// opens again for the same reason within [`KEY_HEALTH_KEEP`] owes none. True when that
+    /// opening was still open.
+    pub async fn alert_delivered(&self, circuit: &OpenCircuit) -> Result<bool, RedisFailure> {
+        let open: i64 = crate::lua::KEY_ALERT
+            .prepare(&Keys(self))
+            .arg("delivered")
+            .arg(circuit.opened_ms)
+            .arg(&circuit.reason)
+            .arg(KEY_HEALTH_KEEP.as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(open == 1)
     }
 
     /// Owes the alert of the opening `circuit` was taken from again, after a delivery that

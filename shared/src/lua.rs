@@ -169,8 +169,9 @@ fn paste(body: &str, pasted: &mut Vec<&'static str>, out: &mut String) {
 }
 
 const GATE: &[&str] = &["gate"];
-const HEALTH: &[&str] = &["health"];
 const HEALTH_REFUSED: &[&str] = &["health", "alerted", "gate"];
+const HEALTH_ACCEPTED: &[&str] = &["health", "gate"];
+const HEALTH_ALERT: &[&str] = &["health", "alerted"];
 const LOCK: &[&str] = &["lock"];
 /// Every key of a sync run (`crate::keys::RunKeys`), for each run script.
 const RUN: &[&str] = &[
@@ -213,10 +214,10 @@ script!(
     KEY_REFUSED, "key_refused", HEALTH_REFUSED);
 script!(
     /// Close the key-health circuit: the key was accepted.
-    KEY_ACCEPTED, "key_accepted", HEALTH);
+    KEY_ACCEPTED, "key_accepted", HEALTH_ACCEPTED);
 script!(
-    /// Take the key-health circuit's alert once, or owe it again.
-    KEY_ALERT, "key_alert", HEALTH);
+    /// Take the key-health circuit's alert on a lease, confirm its delivery, or owe it again.
+    KEY_ALERT, "key_alert", HEALTH_ALERT);
 script!(
     /// Park a job for a later retry (idempotent; revives a dead letter).
     QUEUE_ENQUEUE, "queue_enqueue",

@@ -31,10 +31,12 @@ fn circuit_on(conn: RedisConn) -> (Gate, KeyHealth) {
 }
 
 const HOLD: Duration = Duration::from_secs(300);
+/// The probe window at the default timeouts.
+const WINDOW: Duration = Duration::from_secs(15);
 
 async fn refuse(health: &KeyHealth, gate: &Gate, problem: KeyProblem, endpoint: Endpoint) -> Refused {
     health
-        .refused(&problem, endpoint, gate, HOLD)
+        .refused(&problem, endpoint, gate, HOLD, WINDOW)
         .await
         .expect("refused")
 }
@@ -62,7 +64,7 @@ async fn refusals_open_the_circuit_once_hold_the_gate_count_the_rest_and_expire(
                 } else {
                     KeyProblem::AntiBot
                 };
-                tokio::spawn(async move { h.refused(&problem, Endpoint::Search, &g, HOLD).await })
+                tokio::spawn(async move { h.refused(&problem, Endpoint::Search, &g, HOLD, WINDOW).await })
             })
             .collect();
         let mut opened = 0;
@@ -88,17 +90,20 @@ async fn refusals_open_the_circuit_once_hold_the_gate_count_the_rest_and_expire(
             .expect("pttl");
         let keep = lawsync::policy::KEY_HEALTH_KEEP.as_millis() as i64;
         assert!(ttl > keep - 5_000 && ttl <= keep, "{topology:?}: {ttl} ms");
-        // Taken once, naming the opening's reason; owed again only for that opening.
+        // Taken on a lease, naming the opening's reason; owed again only for that opening;
+        // no longer owed once delivered.
         let taken = health.take_alert().await.expect("take").expect("owed");
         assert_eq!(taken.refusals, 16);
-        assert_eq!(health.take_alert().await.expect("again"), None);
+        assert_eq!(health.take_alert().await.expect("again"), None, "leased");
         assert!(health.alert_undelivered(&taken).await.expect("owe"));
-        assert!(health.take_alert().await.expect("owed again").is_some());
+        let taken = health.take_alert().await.expect("owed again").expect("owed");
         let stale = OpenCircuit {
             opened_ms: taken.opened_ms - 1,
             ..taken.clone()
         };
         assert!(!health.alert_undelivered(&stale).await.expect("another opening"));
+        assert!(health.alert_delivered(&taken).await.expect("delivered"));
+        assert!(!health.status().await.expect("status").expect("open").alert_owed);
         // A call granted before the latest refusal shows nothing; one after closes it.
         let before = open.last_ms * 1000 - 1;
         assert!(matches!(
@@ -120,7 +125,7 @@ async fn refusals_open_the_circuit_once_hold_the_gate_count_the_rest_and_expire(
             None,
             "{topology:?}: nothing recreated"
         );
-        // Open again for the same reason within the keep: no second alert.
+        // Open again for the same reason within the keep of a delivered alert: none owed.
         let again = refuse(&health, &gate, open_reason(&open.reason), Endpoint::Search).await;
         assert!(again.opened);
         assert_eq!(
@@ -214,6 +219,14 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             ("last_ms", "-1"),
             ("scope", "everything"),
             ("reason", "Auth"),
+            ("v", "01"),
+            ("refusals", "0"),
+            ("refusals", "007"),
+            ("alert", "soon"),
+            // Ahead of Redis' clock by more than two days, or opened after its last refusal.
+            ("last_ms", "9000000000000000"),
+            ("alert", "9000000000000000"),
+            ("opened_ms", "1700000000001"),
         ];
         for (field, bad) in damages {
             let _: () = redis::cmd("DEL")
@@ -236,7 +249,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             let now = redis_now_us(&conn).await;
             let errors = [
                 health
-                    .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
+                    .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD, WINDOW)
                     .await
                     .map(|_| ()),
                 health.accepted(Endpoint::Search, now).await.map(|_| ()),
@@ -304,7 +317,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             .await
             .expect("set");
         let e = health
-            .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
+            .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD, WINDOW)
             .await
             .expect_err("a string")
             .to_string();
@@ -319,13 +332,44 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             alerted: lawsync::keys::beside_gate(gate.key(), "alerted"),
             gate: gate.key().to_owned(),
         };
+        // Each line is one argument away from sound (the first).
+        let sound = ["auth", "any", "1", "1", "1", "1", "0", "1", "1"];
+        let ok = lawsync::lua::KEY_REFUSED
+            .prepare(&keys)
+            .arg(&sound[..])
+            .invoke_async::<Vec<i64>>(&mut conn.clone())
+            .await
+            .expect("sound arguments");
+        assert_eq!(ok[0], 1, "{topology:?}: opened");
+        let _: () = redis::cmd("DEL")
+            .arg(&keys.health)
+            .arg(&keys.gate)
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        // Two days and a second, in µs: the gate state would read as damaged.
+        let beyond = "172801000000";
         for argv in [
-            ["Auth", "any", "1", "1", "1", "1", "0", "1"],
-            ["auth", "all", "1", "1", "1", "1", "0", "1"],
-            ["auth", "any", "1e3", "1", "1", "1", "0", "1"],
-            ["auth", "any", "0x10", "1", "1", "1", "0", "1"],
-            ["auth", "any", "10", "0", "1", "1", "0", "1"],
-            ["auth", "any", "10", "10", "1", "1", "-1", "1"],
+            ["Auth", "any", "1", "1", "1", "1", "0", "1", "1"],
+            ["auth", "all", "1", "1", "1", "1", "0", "1", "1"],
+            ["auth", "any", "1e3", "1", "1", "1", "0", "1", "1"],
+            ["auth", "any", "0x10", "1", "1", "1", "0", "1", "1"],
+            ["auth", "any", "10", "0", "1", "1", "0", "1", "1"],
+            ["auth", "any", "10", "10", "1", "1", "-1", "1", "1"],
+            ["auth", "any", "10", "10", "1", "1", "0", "1", "0"],
+            ["auth", "any", "10", beyond, "1", "1", "0", "1", "1"],
+            ["auth", "any", "10", "10", "1", "1", "0", "1", beyond],
+            [
+                "auth",
+                "any",
+                "10",
+                "86400000000",
+                "86400000000",
+                "3",
+                "0",
+                "1",
+                "1",
+            ],
         ] {
             let e = lawsync::lua::KEY_REFUSED
                 .prepare(&keys)
@@ -338,6 +382,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
         let written: i64 = redis::cmd("EXISTS")
             .arg(&keys.health)
             .arg(&keys.alerted)
+            .arg(&keys.gate)
             .query_async(&mut conn)
             .await
             .expect("exists");
@@ -375,6 +420,9 @@ async fn an_unregistered_ip_is_called_once_alerted_once_probed_and_then_mirrored
     // The drainer's wait bound under the interval, as the policy's five minutes are over
     // its 30 s: a held job is released, not slept for.
     setup.env.push(("LAW_API_MAX_WAIT_MS", "500".to_owned()));
+    // Short timeouts, for a probe window of 3 s (15 s at the defaults).
+    setup.env.push(("LAW_API_CONNECT_TIMEOUT_MS", "300".to_owned()));
+    setup.env.push(("LAW_API_READ_TIMEOUT_MS", "700".to_owned()));
     setup.registered = Some(vec!["127.0.0.2".parse().expect("ip")]);
     let rig = MirrorRig::start_setup(setup).await;
     let run = rig
@@ -712,4 +760,225 @@ async fn the_lookalike_refuses_an_unregistered_address_in_either_format() {
             ("unregistered".to_owned(), Some("xml".to_owned()))
         ]
     );
+}
+
+/// The alert is delivered at least once: taken on a lease and never confirmed (the drainer
+/// died, or Redis' reply was lost), it is offered again when the lease ends; an alert still
+/// owed when its circuit closes silences nothing after it; a count at its ceiling is read
+/// back in digits and stays there.
+#[tokio::test]
+async fn an_alert_is_offered_until_its_delivery_is_confirmed() {
+    for topology in Topology::EVERY {
+        let mut conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        let keys = ThreeKeys {
+            health: health.key().to_owned(),
+            alerted: lawsync::keys::beside_gate(gate.key(), "alerted"),
+            gate: gate.key().to_owned(),
+        };
+        let take = |lease_ms: u64| {
+            let keys = &keys;
+            let conn = conn.clone();
+            async move {
+                lawsync::lua::KEY_ALERT
+                    .prepare(keys)
+                    .arg("take")
+                    .arg(lease_ms)
+                    .invoke_async::<Vec<String>>(&mut conn.clone())
+                    .await
+                    .expect("take")
+            }
+        };
+        let open = refuse(&health, &gate, KeyProblem::AntiBot, Endpoint::Search).await;
+        let taken = take(150).await;
+        assert_eq!(taken[0], "anti_bot", "{topology:?}");
+        assert_eq!(take(150).await, Vec::<String>::new(), "{topology:?}: leased");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            take(150).await,
+            taken,
+            "{topology:?}: offered again after the lease"
+        );
+
+        // Owed and never delivered when a probe closes it: the next opening for the same
+        // reason owes its own alert.
+        let now = redis_now_us(&conn).await + 1000;
+        let Accepted::Closed(closed) = health.accepted(Endpoint::Search, now).await.expect("close") else {
+            panic!("{topology:?}: not closed");
+        };
+        assert!(closed.alert_owed, "{topology:?}");
+        let again = refuse(&health, &gate, KeyProblem::AntiBot, Endpoint::Search).await;
+        assert!(again.opened && again.opened_ms >= open.opened_ms);
+        let owed = health.take_alert().await.expect("take").expect("owed");
+        assert_eq!(owed.reason, "anti_bot");
+        // Delivered after its circuit closed: still remembered, so the next opening for
+        // that reason within the keep owes none.
+        let now = redis_now_us(&conn).await + 1000;
+        health.accepted(Endpoint::Search, now).await.expect("close");
+        assert!(!health.alert_delivered(&owed).await.expect("delivered"));
+        let marker: Option<String> = redis::cmd("GET")
+            .arg(&keys.alerted)
+            .query_async(&mut conn)
+            .await
+            .expect("get");
+        assert_eq!(marker.as_deref(), Some("anti_bot"), "{topology:?}");
+        refuse(&health, &gate, KeyProblem::AntiBot, Endpoint::Search).await;
+        assert_eq!(health.take_alert().await.expect("take"), None, "{topology:?}");
+
+        // Counts at 2^53 - 1: read back in digits, and one more refusal keeps them there.
+        let top = "9007199254740991";
+        let _: () = redis::cmd("HSET")
+            .arg(health.key())
+            .arg("refusals")
+            .arg(top)
+            .arg("alert")
+            .arg("0")
+            .query_async(&mut conn)
+            .await
+            .expect("hset");
+        refuse(&health, &gate, KeyProblem::AntiBot, Endpoint::Search).await;
+        let taken = health.take_alert().await.expect("take").expect("owed");
+        assert_eq!(taken.refusals.to_string(), top, "{topology:?}");
+        let _: () = redis::cmd("DEL")
+            .arg(&keys.health)
+            .arg(&keys.alerted)
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+    }
+}
+
+/// While the circuit is open the gate runs in probe mode: the first start after the hold
+/// is the probe, and nothing else starts until the probe's answer closes the circuit or the
+/// probe window passes; a probe given back, or never answered, leaves the next call to
+/// probe with a window of its own; a closed circuit leaves the gate paced as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_circuit_lets_one_probe_through_per_window() {
+    const SHORT_HOLD: Duration = Duration::from_millis(150);
+    const PROBE_WINDOW: Duration = Duration::from_millis(1200);
+    for topology in Topology::EVERY {
+        let mut conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        health
+            .refused(
+                &KeyProblem::VerifyFailed,
+                Endpoint::Search,
+                &gate,
+                SHORT_HOLD,
+                PROBE_WINDOW,
+            )
+            .await
+            .expect("refused");
+        tokio::time::sleep(SHORT_HOLD + Duration::from_millis(20)).await;
+        let wait = Duration::from_millis(200);
+        let probe = gate
+            .acquire_within(Deadline::NONE, wait)
+            .await
+            .expect("the probe");
+        // Another instance, an interval later: held off for the probe's answer.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let held = gate.acquire_within(Deadline::NONE, wait).await;
+        let Err(lawsync::GateError::WaitTooLong { wait: left, .. }) = held else {
+            panic!("{topology:?}: a second call started beside the probe: {held:?}");
+        };
+        assert!(
+            left > PROBE_WINDOW - Duration::from_millis(300) && left <= PROBE_WINDOW,
+            "{topology:?}: {left:?}"
+        );
+        // The probe given back: after the window, the next call probes, with its window.
+        assert!(gate.give_back(&probe).await.expect("give back"));
+        tokio::time::sleep(left + Duration::from_millis(20)).await;
+        let second = gate
+            .acquire_within(Deadline::NONE, wait)
+            .await
+            .expect("the next probe");
+        assert!(
+            gate.acquire_within(Deadline::NONE, wait).await.is_err(),
+            "{topology:?}: a probe without its window"
+        );
+        // Answered: the circuit closes and the gate leaves probe mode. The window in force
+        // stands (never shortened); after it, calls are paced at the interval alone.
+        let Accepted::Closed(_) = health
+            .accepted(Endpoint::Search, second.granted_at_us)
+            .await
+            .expect("accepted")
+        else {
+            panic!("{topology:?}: the probe's answer did not close the circuit");
+        };
+        let pw: Option<String> = redis::cmd("HGET")
+            .arg(gate.key())
+            .arg("pw")
+            .query_async(&mut conn)
+            .await
+            .expect("hget");
+        assert_eq!(pw.as_deref(), Some("0"), "{topology:?}");
+        let cooldown = gate
+            .status()
+            .await
+            .expect("status")
+            .cooldown
+            .expect("the window stands");
+        tokio::time::sleep(cooldown + Duration::from_millis(20)).await;
+        let first = gate
+            .acquire_within(Deadline::NONE, wait)
+            .await
+            .expect("after the window");
+        let next = gate
+            .acquire_within(Deadline::NONE, wait)
+            .await
+            .expect("paced, not held");
+        let gap = next.granted_at_us - first.granted_at_us;
+        assert!(
+            (50_000..200_000).contains(&gap),
+            "{topology:?}: {gap} µs between two calls of a closed circuit"
+        );
+        let _: () = redis::cmd("DEL")
+            .arg(health.key())
+            .arg(gate.key())
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+    }
+}
+
+/// Two instances, a probe slower than the interval: the other instance is held off until
+/// the probe's answer is in, so law.go.kr sees one probe and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_probe_holds_every_other_instance_off() {
+    let refusal = include_str!("../../shared/tests/fixtures/replies/verify-failed.json");
+    let detail = r#"{"PrecService":{"판례정보일련번호":"7","사건명":"x"}}"#;
+    let up = Upstream::start(
+        vec![
+            Reply::json(refusal),
+            Reply::json(detail).delayed(Duration::from_millis(1500)),
+        ],
+        Reply::json(detail),
+    )
+    .await;
+    let ns = unique_ns("slow-probe");
+    let extra = [
+        ("LAW_API_CONNECT_TIMEOUT_MS", "500"),
+        ("LAW_API_READ_TIMEOUT_MS", "3000"),
+        ("LAW_API_MAX_WAIT_MS", "200"),
+    ];
+    let hold = Duration::from_millis(300);
+    let a = client(&up.base_url, OC, &extra, &ns)
+        .await
+        .with_key_probe_interval(hold);
+    let b = client(&up.base_url, OC, &extra, &ns)
+        .await
+        .with_key_probe_interval(hold);
+    let e = a.detail("7", Deadline::NONE).await.expect_err("refused");
+    assert_eq!(e, LawError::KeyRefused(KeyProblem::VerifyFailed));
+    tokio::time::sleep(hold + Duration::from_millis(50)).await;
+    let probe = tokio::spawn(async move { a.detail("7", Deadline::NONE).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let beside = b.detail("8", Deadline::NONE).await;
+    assert!(
+        matches!(beside, Err(LawError::Gate(_))),
+        "a call beside the probe: {beside:?}"
+    );
+    probe.await.expect("task").expect("the probe is answered");
+    assert_eq!(up.seen().len(), 2, "one refusal and one probe reached law.go.kr");
+    assert_eq!(b.health().status().await.expect("status"), None, "closed");
 }

@@ -885,7 +885,13 @@ async fn key_alert_owed(deps: &Deps, sink: &dyn crate::alert::AlertSink, deadlin
     };
     let bound = deadline.cap(crate::policy::ALERT_TIMEOUT);
     match tokio::time::timeout(bound, sink.key_refused(&deps.cfg.app_env, &circuit)).await {
-        Ok(Ok(())) => tracing::info!(reason = %circuit.reason, "key-health alert sent"),
+        Ok(Ok(())) => {
+            tracing::info!(reason = %circuit.reason, "key-health alert sent");
+            if let Err(e) = health.alert_delivered(&circuit).await {
+                // Unconfirmed, it is offered again when its lease ends: sent twice, not lost.
+                tracing::warn!(error = %e, "key-health alert sent but not confirmed; it may be sent again");
+            }
+        }
         _ => {
             tracing::error!(reason = %circuit.reason, "key-health alert not delivered; kept for the next pass");
             if let Err(e) = health.alert_undelivered(&circuit).await {

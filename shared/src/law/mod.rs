@@ -73,6 +73,9 @@ pub struct LawClient {
     /// How long the cluster holds off after a refusal of the key before a probe
     /// ([`KEY_PROBE_INTERVAL`]; shorter in tests).
     key_probe: Duration,
+    /// How long the gate holds behind a probe for its answer
+    /// ([`crate::policy::key_probe_window`] of the timeouts).
+    probe_window: Duration,
     /// Whether refusals open the key-health circuit (and answers close it): false for
     /// `lawsync probe`, which reports what it sees and steers nothing.
     steers_health: bool,
@@ -176,6 +179,7 @@ impl LawClient {
             gate_wait: None,
             setting: cfg.format,
             key_probe: KEY_PROBE_INTERVAL,
+            probe_window: crate::policy::key_probe_window(cfg.connect_timeout, cfg.read_timeout),
             steers_health: true,
             served: Arc::new(served),
         })
@@ -420,7 +424,7 @@ impl LawClient {
         }
         let opened = match self
             .health
-            .refused(&problem, endpoint, &self.gate, self.key_probe)
+            .refused(&problem, endpoint, &self.gate, self.key_probe, self.probe_window)
             .await
         {
             Ok(r) => r.opened,
@@ -476,12 +480,20 @@ impl LawClient {
             return;
         }
         match self.health.accepted(endpoint, answer.granted_at_us).await {
-            Ok(crate::key_health::Accepted::Closed(open)) => tracing::info!(
-                kind = %open.reason,
-                refusals = open.refusals,
-                open_s = answer.granted_at_us.saturating_sub(open.opened_ms * 1000) / 1_000_000,
-                "key-health circuit closed: law.go.kr accepts the key again"
-            ),
+            Ok(crate::key_health::Accepted::Closed(open)) => {
+                tracing::info!(
+                    kind = %open.reason,
+                    refusals = open.refusals,
+                    open_s = answer.granted_at_us.saturating_sub(open.opened_ms * 1000) / 1_000_000,
+                    "key-health circuit closed: law.go.kr accepts the key again"
+                );
+                if open.alert_owed {
+                    tracing::warn!(
+                        kind = %open.reason,
+                        "key-health circuit closed before its alert was delivered; no alert is sent for it"
+                    );
+                }
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "key health: could not look whether the circuit is open");

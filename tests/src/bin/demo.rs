@@ -907,6 +907,8 @@ struct View<'a> {
     stored: u64,
     retry_depth: u64,
     instances: BTreeSet<String>,
+    /// Environments that asked the gate: granted a call, or parked a job it refused.
+    asked: BTreeSet<String>,
     bar_shown: bool,
     /// Every call's grant, epoch ms on Redis' clock: the gate's own promise.
     granted_ms: Vec<f64>,
@@ -962,6 +964,7 @@ impl<'a> View<'a> {
                     cooldown_ms: cooldown_ms.map(|ms| ms as f64),
                 };
                 self.instances.insert(c.instance.clone());
+                self.asked.insert(c.instance.clone());
                 let status = c.status.map_or("net".to_owned(), |s| s.to_string());
                 let coloured = match c.status {
                     Some(200) => self.paint("32", &status),
@@ -990,6 +993,9 @@ impl<'a> View<'a> {
                 ..
             } => {
                 let parked = u64::from(summary.parked);
+                if parked > 0 {
+                    self.asked.insert(instance.clone());
+                }
                 self.parked += parked;
                 self.returned += *batch_item_failures as u64;
                 if parked > 0 {
@@ -1230,11 +1236,17 @@ fn summary(view: &View, o: &Opts, s: Summary) -> bool {
             o.gate_ms
         ),
     );
-    println!(
-        "  ({} environments called, of {} processes x {} per function and a drainer each)",
-        view.instances.len(),
-        o.processes,
-        o.concurrency
+    let processes: BTreeSet<&str> = view.asked.iter().filter_map(|e| e.split('/').next()).collect();
+    let contended = verdict(
+        view.asked.len() >= (o.processes * o.concurrency) as usize && processes.len() == o.processes as usize,
+        format!(
+            "{} environments in {} processes asked the gate, {} of them granted calls (of {} processes x {} per function and a drainer each)",
+            view.asked.len(),
+            processes.len(),
+            view.instances.len(),
+            o.processes,
+            o.concurrency
+        ),
     );
-    demo_ok && calls && rule && floor
+    demo_ok && calls && rule && floor && contended
 }
