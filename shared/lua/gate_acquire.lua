@@ -6,7 +6,9 @@
   nobody back, and next_start paces the starts that really happened at the interval, so
   that no two calls ever start closer than the interval (beyond a burst), whoever is late.
   Keys:
-    K.gate   the gate's state hash
+    K.gate    the gate's state hash
+    K.health  the key-health circuit beside it (see includes/health_state.lua); read, and
+              written only while it is open
   Input:
     ARGV[1]  interval, µs (> 0): the floor between two granted starts
     ARGV[2]  burst (>= 1)
@@ -15,9 +17,15 @@
     ARGV[5]  tolerance, µs (>= 0): how late a holder may confirm without costing anyone
     ARGV[6]  epoch the held slot came with; 0 for a fresh request
     ARGV[7]  how long an idle state is kept past its last time, ms (> 0)
-  Output: { code, slot, now, cooldown_end, epoch, next_start_before, next_start_after }
+    ARGV[8]  the endpoint the start is for (search or detail), or empty: a caller that
+             never probes the key-health circuit
+    ARGV[9]  the caller's probe window, µs (0 with an empty ARGV[8]): how long, at most,
+             its call takes to be answered
+  Output: { code, slot, now, cooldown_end, epoch, next_start_before, next_start_after,
+            probe }
     code 0  GO: slot is granted (slot <= now); now and the two next_start values let the
-            caller give the start back (gate_release) if it cannot send at once
+            caller give the start back (gate_release) if it cannot send at once; probe 1
+            when the start is the key-health circuit's probe
     code 1  WAIT: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
     code 2  REFUSED: the wait would exceed ARGV[3]; nothing new is reserved, and a held
             slot that is the newest reservation is handed back to the schedule
@@ -39,15 +47,17 @@
                          the caller waits
     otherwise            it slept past the tolerance while another call started in its
                          slot: a fresh reservation at the back
-  Probe mode (the state's pw, set while the key-health circuit is open): the first start
-  granted after a cooldown is the circuit's probe, and the gate is held pw µs behind it
-  (as gate_hold holds it), so no other call starts before the probe's answer closes the
-  circuit, refuses the key again, or the window passes. ]]
+  The key-health circuit's probe: while the circuit is open, a start that could close it
+  (any, for a refusal of the key; that endpoint's, for an API not granted) is its probe,
+  and no other such start is granted until the probe's answer closes the circuit
+  (key_accepted), refuses the key again (key_refused holds the gate), the probe is given
+  back (gate_release), or its window passes: the caller waits for that, or is refused,
+  as for a cooldown. Starts the circuit is not about go on at the interval. ]]
 --- @include "gate_state"
---- @include "gate_hold"
 local interval, burst, max_wait = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local held, tolerance, held_epoch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local idle_ms = tonumber(ARGV[7])
+local probe_endpoint, probe_window = ARGV[8] or '', tonumber(ARGV[9] or '') or 0
 local GO, WAIT, REFUSED = 0, 1, 2
 local now = redis_now_us()
 local st = read_state(now, interval, burst, tolerance)
@@ -61,24 +71,9 @@ local earliest_start = math.max(st.next_start - start_burst, st.cooldown_end)
 -- When the last call started (or later, with a burst).
 local last_start = st.next_start - interval
 
-local function go(slot)
-  local next_start_before = st.next_start
-  local start = math.max(st.next_start, now)
-  local first_start_since_cooldown = now >= st.cooldown_end and st.cooldown_end > st.last_grant
-  if first_start_since_cooldown then
-    -- However late it comes, no burst right after a cooldown (or a fresh state's quiet).
-    start = math.max(start, now + start_burst)
-  end
-  st.next_start = start + interval
-  st.last_grant = now
-  if first_start_since_cooldown and st.probe_window > 0 then
-    gate_hold(st, now, st.probe_window, interval, burst, tolerance)
-  end
-  save_state(st, now, idle_ms)
-  return { GO, slot, now, st.cooldown_end, st.epoch, next_start_before, st.next_start }
-end
-
-local function refuse(slot)
+-- held_off: the end of what holds the caller back beyond the cooldown (a probe in
+-- flight), reported as the cooldown's end; nil for none.
+local function refuse(slot, held_off)
   -- A held slot given up while it is the newest reservation goes back to the schedule,
   -- so the next fresh caller takes it instead of leaving it idle.
   local newest_reservation = st.next_reservation - reservation_burst - pace
@@ -88,18 +83,72 @@ local function refuse(slot)
   elseif st.fresh then
     save_state(st, now, idle_ms)
   end
-  return { REFUSED, slot, now, st.cooldown_end, st.epoch, 0, 0 }
+  return { REFUSED, slot, now, math.max(st.cooldown_end, held_off or 0), st.epoch, 0, 0, 0 }
 end
 
 local function wait(slot)
-  return { WAIT, slot, now, st.cooldown_end, st.epoch, 0, 0 }
+  return { WAIT, slot, now, st.cooldown_end, st.epoch, 0, 0, 0 }
 end
 
-local function within_bound(slot)
+local function within_bound(slot, held_off)
   if slot - now > max_wait then
-    return refuse(slot)
+    return refuse(slot, held_off)
   end
   return wait(slot)
+end
+
+-- While the key-health circuit is open and a start for this endpoint could close it: the
+-- end of the probe in flight (µs), or 0 when this start would be the probe. nil when the
+-- circuit is closed, or about another endpoint. A key of another type there is no circuit
+-- this script can keep a probe in (the key_* scripts name the damage); a probe_until that
+-- is not a time within the gate's horizon counts as none.
+local function probe_in_flight()
+  if probe_endpoint == '' or probe_window <= 0 then
+    return nil
+  end
+  local kind = redis.call('TYPE', K.health).ok
+  if kind == 'none' then
+    return nil
+  end
+  if kind ~= 'hash' then
+    return nil
+  end
+  local f = redis.call('HMGET', K.health, 'scope', 'probe_until')
+  if f[1] == 'search' or f[1] == 'detail' then
+    if f[1] ~= probe_endpoint then
+      return nil
+    end
+  end
+  local until_us = tonumber(f[2] or '')
+  if until_us and until_us > now and until_us <= now + HORIZON then
+    return until_us
+  end
+  return 0
+end
+
+local function go(slot)
+  local probing = probe_in_flight()
+  if probing and probing > 0 then
+    -- Another caller's probe is out: wait for its answer (or its window) like a cooldown.
+    return within_bound(probing, probing)
+  end
+  local next_start_before = st.next_start
+  local start = math.max(st.next_start, now)
+  local first_start_since_cooldown = now >= st.cooldown_end and st.cooldown_end > st.last_grant
+  if first_start_since_cooldown then
+    -- However late it comes, no burst right after a cooldown (or a fresh state's quiet).
+    start = math.max(start, now + start_burst)
+  end
+  st.next_start = start + interval
+  st.last_grant = now
+  save_state(st, now, idle_ms)
+  local probe = 0
+  if probing then
+    redis.call('HSET', K.health, 'probe_until', string.format('%.0f', now + probe_window),
+      'probe_at', string.format('%.0f', now))
+    probe = 1
+  end
+  return { GO, slot, now, st.cooldown_end, st.epoch, next_start_before, st.next_start, probe }
 end
 
 if held > 0 then

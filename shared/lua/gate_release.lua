@@ -1,7 +1,9 @@
 --[[ gate_release: give back a granted start that was never sent (its caller could not send
   within the grant's validity: a starved CPU, a long pause), so the start does not count.
   Keys:
-    K.gate   the gate's state hash (see includes/gate_state.lua)
+    K.gate    the gate's state hash (see includes/gate_state.lua)
+    K.health  the key-health circuit beside it: a probe given back is no longer in flight,
+              so the next start probes at once
   Input:
     ARGV[1]  next_start_before and ARGV[2] next_start_after, as gate_acquire granted them
     ARGV[3]  epoch of the grant   ARGV[4] the granted slot, µs
@@ -25,6 +27,9 @@ local still_the_last_grant = not st.fresh and st.epoch == epoch and st.next_star
   and st.last_grant == granted_at
 if not still_the_last_grant then
   return 0
+end
+if redis.call('TYPE', K.health).ok == 'hash' and redis.call('HGET', K.health, 'probe_at') == string.format('%.0f', granted_at) then
+  redis.call('HDEL', K.health, 'probe_until', 'probe_at')
 end
 st.next_start = next_start_before
 st.last_grant = 0

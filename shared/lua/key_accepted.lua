@@ -1,10 +1,8 @@
---[[ key_accepted: law.go.kr answered a call: closes the key-health circuit, if the call
-  reached what the circuit is about and was granted after its latest refusal, and takes the
-  key's gate out of probe mode (the state's pw, see includes/gate_state.lua) when it closes
-  or nothing is open. A probe's hold already in force stands: it is never shortened.
+--[[ key_accepted: law.go.kr answered a call: closes the key-health circuit (and with it
+  any probe in flight), if the call reached what the circuit is about and was granted after
+  its latest refusal.
   Keys:
     K.health  the circuit's hash (see includes/health_state.lua)
-    K.gate    the key's gate state (see includes/gate_state.lua)
   Input:
     ARGV[1]  the call's endpoint: search or detail
     ARGV[2]  when the call was granted, ms on Redis' clock (whole, >= 0)
@@ -14,8 +12,7 @@
               latest refusal ('', 0, 0, 0 follow when nothing was open)
     alerted 1 when the opening owed no alert, or its delivery was confirmed; 0 when it was
               still owed (closing drops it: the key works again)
-  Errors: BADARG, CORRUPT (see includes/health_state.lua; a gate state that is not a
-  hash), NEWER; nothing is written. ]]
+  Errors: BADARG, CORRUPT, NEWER (see includes/health_state.lua); nothing is written. ]]
 --- @include "clock"
 --- @include "health_state"
 --- @include "args"
@@ -27,21 +24,8 @@ local endpoint, granted = ARGV[1], tonumber(ARGV[2])
 if endpoint ~= 'search' and endpoint ~= 'detail' then
   return redis.error_reply('BADARG ARGV[1] must be search or detail')
 end
-local gate_kind = redis.call('TYPE', K.gate).ok
-if gate_kind ~= 'hash' and gate_kind ~= 'none' then
-  return redis.error_reply('CORRUPT gate state in ' .. K.gate .. ': a ' .. gate_kind .. ', not a hash')
-end
 local h = read_health(math.floor(redis_now_us() / 1000))
--- Out of probe mode: only a gate state that has it is written (an older release's, or a
--- missing one, is left as it is).
-local function probing_over()
-  local pw = redis.call('HGET', K.gate, 'pw')
-  if pw and pw ~= '0' then
-    redis.call('HSET', K.gate, 'pw', 0)
-  end
-end
 if not h then
-  probing_over()
   return { 0, '', 0, 0, 0 }
 end
 local alerted = 1
@@ -53,5 +37,4 @@ if not shows then
   return { 0, h.reason, h.opened_ms, h.refusals, alerted }
 end
 redis.call('DEL', K.health)
-probing_over()
 return { 1, h.reason, h.opened_ms, h.refusals, alerted }

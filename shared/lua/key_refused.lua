@@ -1,10 +1,8 @@
 --[[ key_refused: law.go.kr refused the key itself: opens the key-health circuit (or counts
   one more refusal of an open one) and holds the key's gate off for the probe interval, in
   one step, so that no circuit is ever open without its hold. Decided on Redis' clock.
-  While the circuit is open the gate runs in probe mode (the state's pw, see
-  includes/gate_state.lua): the first start after each hold is the probe, and nothing else
-  starts until its answer is in (key_accepted, or another refusal) or the probe window
-  passes.
+  While the circuit is open, gate_acquire lets one probe out at a time (see there); a
+  refusal is the answer of the probe in flight, if any.
   Keys:
     K.health   the circuit's hash (see includes/health_state.lua)
     K.alerted  the kind of the last opening whose alert was delivered (key_alert
@@ -20,10 +18,8 @@
     ARGV[6]  the gate's burst (whole, >= 1)
     ARGV[7]  the gate's tolerance, µs (whole, >= 0)
     ARGV[8]  how long an idle gate state is kept past its last time, ms (whole, >= 1)
-    ARGV[9]  the probe window: how long the gate holds behind a probe for its answer, µs
-             (whole, >= 1)
-    The hold and the probe window, with a burst's reach behind them, must end within the
-    gate's horizon (two days), or the gate state would read as damaged.
+    The hold, with a burst's reach behind it, must end within the gate's horizon (two
+    days), or the gate state would read as damaged.
   Output: { opened, opened_ms, refusals, cooldown_end }
     opened 1  this call opened the circuit; 0 it was open already
     cooldown_end  the gate's cooldown end, µs
@@ -33,7 +29,7 @@
 --- @include "gate_hold"
 --- @include "health_state"
 --- @include "args"
-local refusal = whole_args({ 3, 4, 5, 6, 8, 9 }, 1) or whole_args({ 7 }, 0)
+local refusal = whole_args({ 3, 4, 5, 6, 8 }, 1) or whole_args({ 7 }, 0)
 if refusal then
   return refusal
 end
@@ -46,11 +42,8 @@ if scope ~= 'search' and scope ~= 'detail' and scope ~= 'any' then
 end
 local keep, hold = tonumber(ARGV[3]), tonumber(ARGV[4])
 local interval, burst, tolerance, idle_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local window = tonumber(ARGV[9])
-local reach = (burst - 1) * (interval + tolerance)
-if hold + reach > HORIZON or window + reach > HORIZON then
-  return redis.error_reply('BADARG the hold (ARGV[4]) and the probe window (ARGV[9]), with the burst\'s reach, '
-    .. 'must end within two days')
+if hold + (burst - 1) * (interval + tolerance) > HORIZON then
+  return redis.error_reply('BADARG the hold (ARGV[4]), with the burst\'s reach, must end within two days')
 end
 local alerted_kind = redis.call('TYPE', K.alerted).ok
 if alerted_kind ~= 'string' and alerted_kind ~= 'none' then
@@ -78,14 +71,16 @@ else
   if widened ~= scope then
     widened = 'any'
   end
-  redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', health_digits(math.max(now, h.last_ms)),
+  -- last_ms is now even after a clock step back (a failover): a probe granted after this
+  -- refusal must be able to close the circuit.
+  redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', health_digits(now),
     'refusals', health_digits(refusals))
+  redis.call('HDEL', K.health, 'probe_until', 'probe_at')
   if redis.call('EXISTS', K.alerted) == 1 then
     redis.call('PEXPIRE', K.alerted, keep)
   end
 end
 redis.call('PEXPIRE', K.health, keep)
 gate_hold(st, now_us, hold, interval, burst, tolerance)
-st.probe_window = window
 save_state(st, now_us, idle_ms)
 return { opened, opened_ms, refusals, st.cooldown_end }

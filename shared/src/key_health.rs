@@ -11,8 +11,9 @@
 //! [`KeyHealth::alert_delivered`]); an alert whose delivery is never confirmed is offered
 //! again when its lease ends. A circuit that closes and opens again for the same reason
 //! within [`KEY_HEALTH_KEEP`] of a delivered alert owes none. When the hold ends, the next
-//! call is the probe, and the gate holds behind it for its answer (the probe window): no
-//! other call starts meanwhile. Refused again, the hold starts over; answered, the probe
+//! call that could close the circuit is its probe ([`crate::gate::Gate::acquire_probing`]):
+//! no other such call starts until its answer is in or its window passes, and calls the
+//! circuit is not about go on. Refused again, the hold starts over; answered, the probe
 //! closes the circuit ([`KeyHealth::accepted`]) if it reached what the circuit is about
 //! (the API not granted, for a list or body refused; anything, for the key itself) and was
 //! granted after the latest refusal. An open circuit nothing has refused for
@@ -132,16 +133,14 @@ impl KeyHealth {
     }
 
     /// law.go.kr refused the key on a call to `endpoint`: opens the circuit, or counts one
-    /// more refusal, and holds `gate` (this circuit's) off for `hold`, in one step; until it
-    /// closes, the gate holds `probe_window` behind each probe. Both are capped at
-    /// [`RETRY_AFTER_CAP`], as a cooldown is.
+    /// more refusal, and holds `gate` (this circuit's) off for `hold` (at most
+    /// [`RETRY_AFTER_CAP`], as a cooldown), in one step.
     pub async fn refused(
         &self,
         problem: &KeyProblem,
         endpoint: Endpoint,
         gate: &Gate,
         hold: Duration,
-        probe_window: Duration,
     ) -> Result<Refused, RedisFailure> {
         let (interval_us, burst, tolerance_us, idle_ms) = gate.hold_shape().await?;
         let micros = |d: Duration| (d.min(RETRY_AFTER_CAP).as_micros() as u64).max(1);
@@ -155,7 +154,6 @@ impl KeyHealth {
             .arg(burst)
             .arg(tolerance_us)
             .arg(idle_ms)
-            .arg(micros(probe_window))
             .invoke_async(&mut self.conn.clone())
             .await?;
         match v.as_slice() {

@@ -169,8 +169,9 @@ fn paste(body: &str, pasted: &mut Vec<&'static str>, out: &mut String) {
 }
 
 const GATE: &[&str] = &["gate"];
+const GATE_HEALTH: &[&str] = &["gate", "health"];
+const HEALTH: &[&str] = &["health"];
 const HEALTH_REFUSED: &[&str] = &["health", "alerted", "gate"];
-const HEALTH_ACCEPTED: &[&str] = &["health", "gate"];
 const HEALTH_ALERT: &[&str] = &["health", "alerted"];
 const LOCK: &[&str] = &["lock"];
 /// Every key of a sync run (`crate::keys::RunKeys`), for each run script.
@@ -196,7 +197,7 @@ macro_rules! script {
 
 script!(
     /// Reserve or confirm a start slot on the rate gate.
-    GATE_ACQUIRE, "gate_acquire", GATE);
+    GATE_ACQUIRE, "gate_acquire", GATE_HEALTH);
 script!(
     /// Start or extend the cluster-wide cooldown.
     GATE_DEFER, "gate_defer", GATE);
@@ -205,7 +206,7 @@ script!(
     GATE_STATUS, "gate_status", GATE);
 script!(
     /// Give back a granted start that was never sent.
-    GATE_RELEASE, "gate_release", GATE);
+    GATE_RELEASE, "gate_release", GATE_HEALTH);
 script!(
     /// Take over the state the release before kept per environment.
     GATE_ADOPT, "gate_adopt", GATE);
@@ -214,7 +215,7 @@ script!(
     KEY_REFUSED, "key_refused", HEALTH_REFUSED);
 script!(
     /// Close the key-health circuit: the key was accepted.
-    KEY_ACCEPTED, "key_accepted", HEALTH_ACCEPTED);
+    KEY_ACCEPTED, "key_accepted", HEALTH);
 script!(
     /// Take the key-health circuit's alert on a lease, confirm its delivery, or owe it again.
     KEY_ALERT, "key_alert", HEALTH_ALERT);

@@ -254,16 +254,15 @@ pub const KEY_PROBE_INTERVAL: Duration = Duration::from_secs(5 * 60);
 /// How long an open circuit is kept after its last refusal when nothing probes it (no work
 /// was due): an hour, after which the next call probes as if it were closed.
 pub const KEY_HEALTH_KEEP: Duration = Duration::from_secs(60 * 60);
-/// Beyond the connect and read timeouts, how long the gate holds behind a probe of an open
-/// circuit for its answer (see [`key_probe_window`]): a refusal page is a few KB, read in
-/// one or two frames once its headers are in.
+/// Beyond the connect and read timeouts, how long a probe of an open circuit is waited for
+/// (see [`key_probe_window`]): a refusal page is a few KB, read in one or two frames once
+/// its headers are in.
 pub const KEY_PROBE_MARGIN: Duration = Duration::from_secs(2);
-/// How long the gate holds behind a probe of an open circuit before another call may
-/// start: the probe's connection (when the pooled one is gone), its reply's headers, and
-/// [`KEY_PROBE_MARGIN`] for its body. The answer closes the circuit or refuses the key
-/// again well inside it; a probe still unanswered by then counts as none, and the next call
-/// probes. A closed circuit leaves the rest of this hold standing (15 s at the defaults,
-/// once per recovery).
+/// How long, at most, a probe of an open circuit takes to be answered, and so how long the
+/// gate lets no other call that could close the circuit start beside it: the probe's
+/// connection (when the pooled one is gone), its reply's headers, and [`KEY_PROBE_MARGIN`]
+/// for its body (15 s at the defaults). Its answer ends the wait at once; a probe still
+/// unanswered by then counts as none, and the next call probes.
 pub fn key_probe_window(connect_timeout: Duration, read_timeout: Duration) -> Duration {
     connect_timeout + read_timeout + KEY_PROBE_MARGIN
 }

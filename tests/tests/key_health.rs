@@ -31,12 +31,10 @@ fn circuit_on(conn: RedisConn) -> (Gate, KeyHealth) {
 }
 
 const HOLD: Duration = Duration::from_secs(300);
-/// The probe window at the default timeouts.
-const WINDOW: Duration = Duration::from_secs(15);
 
 async fn refuse(health: &KeyHealth, gate: &Gate, problem: KeyProblem, endpoint: Endpoint) -> Refused {
     health
-        .refused(&problem, endpoint, gate, HOLD, WINDOW)
+        .refused(&problem, endpoint, gate, HOLD)
         .await
         .expect("refused")
 }
@@ -64,7 +62,7 @@ async fn refusals_open_the_circuit_once_hold_the_gate_count_the_rest_and_expire(
                 } else {
                     KeyProblem::AntiBot
                 };
-                tokio::spawn(async move { h.refused(&problem, Endpoint::Search, &g, HOLD, WINDOW).await })
+                tokio::spawn(async move { h.refused(&problem, Endpoint::Search, &g, HOLD).await })
             })
             .collect();
         let mut opened = 0;
@@ -223,10 +221,10 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             ("refusals", "0"),
             ("refusals", "007"),
             ("alert", "soon"),
-            // Ahead of Redis' clock by more than two days, or opened after its last refusal.
+            // Ahead of Redis' clock by more than two days.
             ("last_ms", "9000000000000000"),
             ("alert", "9000000000000000"),
-            ("opened_ms", "1700000000001"),
+            ("opened_ms", "9000000000000000"),
         ];
         for (field, bad) in damages {
             let _: () = redis::cmd("DEL")
@@ -249,7 +247,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             let now = redis_now_us(&conn).await;
             let errors = [
                 health
-                    .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD, WINDOW)
+                    .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
                     .await
                     .map(|_| ()),
                 health.accepted(Endpoint::Search, now).await.map(|_| ()),
@@ -317,7 +315,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             .await
             .expect("set");
         let e = health
-            .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD, WINDOW)
+            .refused(&KeyProblem::AntiBot, Endpoint::Search, &gate, HOLD)
             .await
             .expect_err("a string")
             .to_string();
@@ -333,7 +331,7 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             gate: gate.key().to_owned(),
         };
         // Each line is one argument away from sound (the first).
-        let sound = ["auth", "any", "1", "1", "1", "1", "0", "1", "1"];
+        let sound = ["auth", "any", "1", "1", "1", "1", "0", "1"];
         let ok = lawsync::lua::KEY_REFUSED
             .prepare(&keys)
             .arg(&sound[..])
@@ -350,26 +348,14 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
         // Two days and a second, in µs: the gate state would read as damaged.
         let beyond = "172801000000";
         for argv in [
-            ["Auth", "any", "1", "1", "1", "1", "0", "1", "1"],
-            ["auth", "all", "1", "1", "1", "1", "0", "1", "1"],
-            ["auth", "any", "1e3", "1", "1", "1", "0", "1", "1"],
-            ["auth", "any", "0x10", "1", "1", "1", "0", "1", "1"],
-            ["auth", "any", "10", "0", "1", "1", "0", "1", "1"],
-            ["auth", "any", "10", "10", "1", "1", "-1", "1", "1"],
-            ["auth", "any", "10", "10", "1", "1", "0", "1", "0"],
-            ["auth", "any", "10", beyond, "1", "1", "0", "1", "1"],
-            ["auth", "any", "10", "10", "1", "1", "0", "1", beyond],
-            [
-                "auth",
-                "any",
-                "10",
-                "86400000000",
-                "86400000000",
-                "3",
-                "0",
-                "1",
-                "1",
-            ],
+            ["Auth", "any", "1", "1", "1", "1", "0", "1"],
+            ["auth", "all", "1", "1", "1", "1", "0", "1"],
+            ["auth", "any", "1e3", "1", "1", "1", "0", "1"],
+            ["auth", "any", "0x10", "1", "1", "1", "0", "1"],
+            ["auth", "any", "10", "0", "1", "1", "0", "1"],
+            ["auth", "any", "10", "10", "1", "1", "-1", "1"],
+            ["auth", "any", "10", beyond, "1", "1", "0", "1"],
+            ["auth", "any", "10", "86400000000", "86400000000", "3", "0", "1"],
         ] {
             let e = lawsync::lua::KEY_REFUSED
                 .prepare(&keys)
@@ -420,9 +406,6 @@ async fn an_unregistered_ip_is_called_once_alerted_once_probed_and_then_mirrored
     // The drainer's wait bound under the interval, as the policy's five minutes are over
     // its 30 s: a held job is released, not slept for.
     setup.env.push(("LAW_API_MAX_WAIT_MS", "500".to_owned()));
-    // Short timeouts, for a probe window of 3 s (15 s at the defaults).
-    setup.env.push(("LAW_API_CONNECT_TIMEOUT_MS", "300".to_owned()));
-    setup.env.push(("LAW_API_READ_TIMEOUT_MS", "700".to_owned()));
     setup.registered = Some(vec!["127.0.0.2".parse().expect("ip")]);
     let rig = MirrorRig::start_setup(setup).await;
     let run = rig
@@ -848,92 +831,125 @@ async fn an_alert_is_offered_until_its_delivery_is_confirmed() {
     }
 }
 
-/// While the circuit is open the gate runs in probe mode: the first start after the hold
-/// is the probe, and nothing else starts until the probe's answer closes the circuit or the
-/// probe window passes; a probe given back, or never answered, leaves the next call to
-/// probe with a window of its own; a closed circuit leaves the gate paced as before.
+/// While the circuit is open, one call that could close it is out at a time: the first is
+/// its probe, and the next such call waits for the probe's answer (or its window) as for a
+/// cooldown; calls the circuit is not about go on; a probe given back lets the next call
+/// probe at once; the probe is the circuit's, so a lost gate state keeps it and an expired
+/// circuit ends it; a closed circuit leaves the gate paced at the interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_open_circuit_lets_one_probe_through_per_window() {
+async fn an_open_circuit_lets_one_probe_out_at_a_time() {
+    use lawsync::gate::Probe;
     const SHORT_HOLD: Duration = Duration::from_millis(150);
-    const PROBE_WINDOW: Duration = Duration::from_millis(1200);
+    let window = Duration::from_millis(1200);
+    let search = Probe {
+        endpoint: "search",
+        window,
+    };
+    let detail = Probe {
+        endpoint: "detail",
+        window,
+    };
+    let wait = Duration::from_millis(200);
     for topology in Topology::EVERY {
         let mut conn = topology.connect().await;
         let (gate, health) = circuit_on(conn.clone());
         health
-            .refused(
-                &KeyProblem::VerifyFailed,
-                Endpoint::Search,
-                &gate,
-                SHORT_HOLD,
-                PROBE_WINDOW,
-            )
+            .refused(&KeyProblem::VerifyFailed, Endpoint::Search, &gate, SHORT_HOLD)
             .await
             .expect("refused");
         tokio::time::sleep(SHORT_HOLD + Duration::from_millis(20)).await;
-        let wait = Duration::from_millis(200);
         let probe = gate
-            .acquire_within(Deadline::NONE, wait)
+            .acquire_probing(Deadline::NONE, wait, search)
             .await
             .expect("the probe");
-        // Another instance, an interval later: held off for the probe's answer.
+        assert!(probe.probe, "{topology:?}");
+        // Another instance, an interval later, to either API: held for the probe's answer.
         tokio::time::sleep(Duration::from_millis(60)).await;
-        let held = gate.acquire_within(Deadline::NONE, wait).await;
-        let Err(lawsync::GateError::WaitTooLong { wait: left, .. }) = held else {
+        let held = gate.acquire_probing(Deadline::NONE, wait, detail).await;
+        let Err(lawsync::GateError::WaitTooLong {
+            cause: lawsync::Refusal::Cooldown { remaining },
+            ..
+        }) = held
+        else {
             panic!("{topology:?}: a second call started beside the probe: {held:?}");
         };
         assert!(
-            left > PROBE_WINDOW - Duration::from_millis(300) && left <= PROBE_WINDOW,
-            "{topology:?}: {left:?}"
+            remaining > window - Duration::from_millis(300) && remaining <= window,
+            "{topology:?}: {remaining:?}"
         );
-        // The probe given back: after the window, the next call probes, with its window.
+        // Given back unsent: the next call is the probe, at once.
         assert!(gate.give_back(&probe).await.expect("give back"));
-        tokio::time::sleep(left + Duration::from_millis(20)).await;
-        let second = gate
-            .acquire_within(Deadline::NONE, wait)
+        let again = gate
+            .acquire_again(&probe, Deadline::NONE, wait, Some(search))
             .await
-            .expect("the next probe");
+            .expect("probes again at once");
+        assert!(again.probe, "{topology:?}");
+        // The gate state lost (evicted, or deleted as a CORRUPT error advises): the probe is
+        // the circuit's, and still holds the next caller.
+        let _: () = redis::cmd("DEL")
+            .arg(gate.key())
+            .query_async(&mut conn)
+            .await
+            .expect("del");
         assert!(
-            gate.acquire_within(Deadline::NONE, wait).await.is_err(),
-            "{topology:?}: a probe without its window"
+            gate.acquire_probing(Deadline::NONE, wait, search).await.is_err(),
+            "{topology:?}: a call beside the probe after the gate state was lost"
         );
-        // Answered: the circuit closes and the gate leaves probe mode. The window in force
-        // stands (never shortened); after it, calls are paced at the interval alone.
+        // Answered: the circuit closes, and calls go on at the interval.
         let Accepted::Closed(_) = health
-            .accepted(Endpoint::Search, second.granted_at_us)
+            .accepted(Endpoint::Search, again.granted_at_us)
             .await
             .expect("accepted")
         else {
             panic!("{topology:?}: the probe's answer did not close the circuit");
         };
-        let pw: Option<String> = redis::cmd("HGET")
-            .arg(gate.key())
-            .arg("pw")
-            .query_async(&mut conn)
-            .await
-            .expect("hget");
-        assert_eq!(pw.as_deref(), Some("0"), "{topology:?}");
-        let cooldown = gate
-            .status()
-            .await
-            .expect("status")
-            .cooldown
-            .expect("the window stands");
-        tokio::time::sleep(cooldown + Duration::from_millis(20)).await;
         let first = gate
-            .acquire_within(Deadline::NONE, wait)
+            .acquire_probing(Deadline::NONE, wait, search)
             .await
-            .expect("after the window");
+            .expect("closed");
         let next = gate
-            .acquire_within(Deadline::NONE, wait)
+            .acquire_probing(Deadline::NONE, wait, search)
             .await
             .expect("paced, not held");
+        assert!(!first.probe && !next.probe, "{topology:?}");
         let gap = next.granted_at_us - first.granted_at_us;
         assert!(
             (50_000..200_000).contains(&gap),
             "{topology:?}: {gap} µs between two calls of a closed circuit"
         );
+
+        // A circuit about the detail API alone: searches go on; details probe one at a time.
+        let refusal = KeyProblem::NotApplied { format: None };
+        health
+            .refused(&refusal, Endpoint::Detail, &gate, SHORT_HOLD)
+            .await
+            .expect("refused");
+        tokio::time::sleep(SHORT_HOLD + Duration::from_millis(20)).await;
+        for _ in 0..2 {
+            let g = gate
+                .acquire_probing(Deadline::NONE, wait, search)
+                .await
+                .expect("a search, not held");
+            assert!(!g.probe, "{topology:?}: a search cannot close a detail circuit");
+        }
+        let probe = gate
+            .acquire_probing(Deadline::NONE, wait, detail)
+            .await
+            .expect("the detail probe");
+        assert!(probe.probe, "{topology:?}");
+        assert!(gate.acquire_probing(Deadline::NONE, wait, detail).await.is_err());
+        // The circuit expires (nothing refused it for its keep): the probe ends with it.
         let _: () = redis::cmd("DEL")
             .arg(health.key())
+            .query_async(&mut conn)
+            .await
+            .expect("del");
+        let g = gate
+            .acquire_probing(Deadline::NONE, wait, detail)
+            .await
+            .expect("no circuit, no probe");
+        assert!(!g.probe, "{topology:?}");
+        let _: () = redis::cmd("DEL")
             .arg(gate.key())
             .query_async(&mut conn)
             .await

@@ -39,8 +39,13 @@ async fn redis_now(conn: &mut Conn, key: &str) -> i64 {
     status(conn, key).await[0]
 }
 
-/// gate_acquire: ARGV interval (1 s), burst, max wait, held slot, tolerance, epoch, idle ms
-/// → {code, slot, now, cool, epoch, sat_before, sat_after}.
+/// The key-health circuit beside a gate state (gate_acquire's and gate_release's second key).
+fn health_of(key: &str) -> String {
+    lawsync::keys::beside_gate(key, "health")
+}
+
+/// gate_acquire: ARGV interval (1 s), burst, max wait, held slot, tolerance, epoch, idle ms,
+/// and no probe ('' and 0) → {code, slot, now, cool, epoch, sat_before, sat_after, probe}.
 async fn try_acquire(
     conn: &mut Conn,
     key: &str,
@@ -63,6 +68,7 @@ async fn try_acquire_burst(
 ) -> redis::RedisResult<Vec<i64>> {
     script(&ACQUIRE)
         .key(key)
+        .key(health_of(key))
         .arg(SEC)
         .arg(burst)
         .arg(max_wait)
@@ -70,6 +76,8 @@ async fn try_acquire_burst(
         .arg(tolerance)
         .arg(epoch)
         .arg(IDLE_MS)
+        .arg("")
+        .arg(0)
         .invoke_async(conn)
         .await
 }
@@ -146,6 +154,7 @@ async fn release(conn: &mut Conn, key: &str, go: &[i64], epoch: i64) -> i64 {
 async fn release_b(conn: &mut Conn, key: &str, go: &[i64], epoch: i64, burst: i64) -> i64 {
     script(&RELEASE)
         .key(key)
+        .key(health_of(key))
         .arg(go[5])
         .arg(go[6])
         .arg(epoch)
@@ -192,7 +201,8 @@ async fn gate_acquire_follows_its_header() {
     for topo in Topology::EVERY {
         let mut conn = topo.connect().await;
         let (key, first) = granted_gate(&mut conn).await;
-        assert_eq!(first.len(), 7);
+        assert_eq!(first.len(), 8);
+        assert_eq!(first[7], 0, "{topo:?}: no circuit, no probe");
         assert_eq!(first[1], first[2], "{topo:?}: granted slot is now");
         assert_eq!(
             first[6],

@@ -431,7 +431,6 @@ async fn gate_status_shows_the_circuit_and_probe_the_replies_of_no_known_shape()
             lawsync::law::Endpoint::Search,
             &gate,
             Duration::from_secs(300),
-            Duration::from_secs(15),
         )
         .await
         .expect("refused");

@@ -13,18 +13,13 @@
            issued it
     g      last_grant: when the last start was granted (0: none, or given back); it
            identifies that grant to gate_release, and tells the first start after a cooldown
-    pw     probe_window: set while the key-health circuit is open (key_refused sets it,
-           key_accepted puts it back to 0; absent reads as 0): the first start after each
-           cooldown is the circuit's probe, and the gate holds this long behind it, so that
-           nothing else starts before its answer is in. A release that does not know the
-           field leaves it alone and starts without that hold: no new format version.
   A missing state is a fresh one: it opens with one interval of quiet (as a cooldown), so a
   deleted or evicted key, or a failover to a replica that never had it, never lets a call
   start right after the last one. (A replica holding an older copy is not a missing state:
   see docs/gate.md for what a failover cannot keep.)
   Errors:
     CORRUPT  the key is not a hash, a field is not a finite number in 0..2^53 (nan, inf,
-             1e400, text, negatives), a time (or pw) lies more than two days ahead (a damaged
+             1e400, text, negatives), or a time lies more than two days ahead (a damaged
              cooldown would otherwise hold the gate shut for years; epoch and g are never
              ahead of now in a sound state)
     NEWER    v is newer than this release understands: some instance runs newer code ]]
@@ -47,7 +42,7 @@ local function as_time(raw)
   return n
 end
 
--- { next_reservation, next_start, cooldown_end, epoch, last_grant, probe_window, fresh }, or raises
+-- { next_reservation, next_start, cooldown_end, epoch, last_grant, fresh }, or raises
 -- CORRUPT / NEWER. interval, burst and tolerance (µs) shape the quiet of a fresh state and
 -- the reading of a v1 one.
 local function read_state(now, interval, burst, tolerance)
@@ -57,17 +52,16 @@ local function read_state(now, interval, burst, tolerance)
     error({ err = 'CORRUPT gate state in ' .. key .. ': a ' .. kind .. ', not a hash; deleting the key '
       .. 'costs one interval of quiet and any cooldown in force' })
   end
-  local raw = redis.call('HMGET', key, 'v', 'tat', 'sat', 'cool', 'epoch', 'g', 'pw')
+  local raw = redis.call('HMGET', key, 'v', 'tat', 'sat', 'cool', 'epoch', 'g')
   local v, tat, sat = as_time(raw[1]), as_time(raw[2]), as_time(raw[3])
   local cool, epoch, g = as_time(raw[4]), as_time(raw[5]), as_time(raw[6])
-  local pw = as_time(raw[7])
   local far = now + HORIZON
   local unreadable = v == false or tat == false or sat == false or cool == false or epoch == false
-    or g == false or pw == false or (v and (v < 1 or v ~= math.floor(v)))
+    or g == false or (v and (v < 1 or v ~= math.floor(v)))
   local beyond_horizon = (tat and tat > far) or (sat and sat > far) or (cool and cool > far)
-    or (epoch and epoch > far) or (g and g > far) or (pw and pw > HORIZON)
+    or (epoch and epoch > far) or (g and g > far)
   if unreadable or beyond_horizon then
-    error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool, epoch, g and pw must be finite '
+    error({ err = 'CORRUPT gate state in ' .. key .. ': v, tat, sat, cool, epoch and g must be finite '
       .. 'numbers in 0..2^53, and no time more than two days ahead; deleting the key costs one '
       .. 'interval of quiet and any cooldown in force' })
   end
@@ -80,7 +74,7 @@ local function read_state(now, interval, burst, tolerance)
     local quiet_end = now + interval
     return { next_reservation = quiet_end + (burst - 1) * (interval + tolerance),
       next_start = quiet_end + (burst - 1) * interval, cooldown_end = quiet_end, epoch = now,
-      last_grant = 0, probe_window = pw or 0, fresh = true }
+      last_grant = 0, fresh = true }
   end
   if (v or 1) < 2 and sat then
     -- v1's sat is the last start + (interval − its tolerance); that tolerance is unknown
@@ -88,7 +82,7 @@ local function read_state(now, interval, burst, tolerance)
     sat = sat + interval
   end
   return { next_reservation = tat or 0, next_start = sat or 0, cooldown_end = cool or 0,
-    epoch = epoch or now, last_grant = g or 0, probe_window = pw or 0, fresh = false }
+    epoch = epoch or now, last_grant = g or 0, fresh = false }
 end
 
 -- Writes the state and keeps it idle_ms past its last time, so a quiet gate keeps its
@@ -99,7 +93,7 @@ local function save_state(st, now, idle_ms)
   end
   redis.call('HSET', K.gate, 'v', GATE_VERSION, 'tat', whole(st.next_reservation),
     'sat', whole(st.next_start), 'cool', whole(st.cooldown_end), 'epoch', whole(st.epoch),
-    'g', whole(st.last_grant), 'pw', whole(st.probe_window))
+    'g', whole(st.last_grant))
   local last = math.max(st.next_reservation, st.next_start, st.cooldown_end)
   redis.call('PEXPIRE', K.gate, math.floor((last - now) / 1000) + idle_ms)
 end

@@ -11,11 +11,14 @@
     alert        present while the opening's alert is owed: when it may next be taken for
                  delivery, ms on Redis' clock (0: now; a time ahead: taken, and offered
                  again then unless its delivery is confirmed first)
+    probe_until, probe_at  while a probe is in flight (gate_acquire granted it): when its
+                 window ends, and its grant, µs on Redis' clock; cleared by its answer
+                 (key_refused; key_accepted deletes the circuit) or when it is given back
+                 (gate_release). Read by the gate's scripts only.
   read_health(now_ms) → nil when there is no circuit, else { reason, last_reason, scope,
   opened_ms, last_ms, refusals, alert (nil, or when it may be taken) }. Raises CORRUPT (not
   a hash, a field that is not what it should be: numbers are whole, written in digits with
-  no leading zero, below 2^53; no time more than two days ahead of now, and opened_ms not
-  after last_ms) or NEWER (a format this release does not read) before the caller writes
+  no leading zero, below 2^53; no time more than two days ahead of now) or NEWER (a format this release does not read) before the caller writes
   anything. health_digits(n) writes a number back as digits. ]]
 local HEALTH_VERSION = 1
 local HEALTH_MAX = 9007199254740991
@@ -61,7 +64,7 @@ local function read_health(now_ms)
   end
   local scope = f[4]
   local far = now_ms + HEALTH_HORIZON_MS
-  local sound = v == HEALTH_VERSION and opened and last and refusals and refusals >= 1 and opened <= last
+  local sound = v == HEALTH_VERSION and opened and last and refusals and refusals >= 1 and opened <= far
     and last <= far and (alert == nil or (alert >= 0 and alert <= far)) and health_kind(f[2])
     and health_kind(f[3]) and (scope == 'search' or scope == 'detail' or scope == 'any')
   if not sound then

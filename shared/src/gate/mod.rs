@@ -143,9 +143,21 @@ pub struct Grant {
     /// 0 when the state holds none. A grant soon after one may be the first call after the
     /// key-health circuit's hold ([`crate::key_health`]).
     pub cooldown_end_us: u64,
+    /// The grant is the key-health circuit's probe ([`Gate::acquire_probing`]): its answer
+    /// closes the circuit or refuses the key again.
+    pub probe: bool,
     epoch: u64,
     next_start_before: u64,
     next_start_after: u64,
+}
+
+/// A call that may probe the key-health circuit beside the gate: the endpoint it calls
+/// (`search` or `detail`) and how long, at most, it takes to be answered
+/// ([`crate::policy::key_probe_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    pub endpoint: &'static str,
+    pub window: Duration,
 }
 
 impl Grant {
@@ -269,19 +281,34 @@ impl Gate {
     /// the bound (a move behind a late start, or a new slot after losing its own), never a
     /// wait past the deadline.
     pub async fn acquire_within(&self, deadline: Deadline, max_wait: Duration) -> Result<Grant, GateError> {
-        self.acquire_from(deadline, max_wait, (0, 0)).await
+        self.acquire_from(deadline, max_wait, (0, 0), None).await
+    }
+
+    /// [`Gate::acquire_within`] for a call to `probe.endpoint` of the key this gate paces:
+    /// while the key-health circuit beside the gate is open and this call could close it,
+    /// the grant is its probe ([`Grant::probe`]) and no other such call is granted until
+    /// its answer is in or `probe.window` passes (see [`crate::key_health`]).
+    pub async fn acquire_probing(
+        &self,
+        deadline: Deadline,
+        max_wait: Duration,
+        probe: Probe,
+    ) -> Result<Grant, GateError> {
+        self.acquire_from(deadline, max_wait, (0, 0), Some(probe)).await
     }
 
     /// After [`Gate::give_back`]: asks for the same slot again, as its holder, so that the
     /// start given back is taken at once when nobody has started since, instead of queueing
-    /// at the back and leaving that slot idle. Bounds as [`Gate::acquire_within`].
+    /// at the back and leaving that slot idle. Bounds as [`Gate::acquire_within`]; `probe`
+    /// as [`Gate::acquire_probing`].
     pub async fn acquire_again(
         &self,
         given_back: &Grant,
         deadline: Deadline,
         max_wait: Duration,
+        probe: Option<Probe>,
     ) -> Result<Grant, GateError> {
-        self.acquire_from(deadline, max_wait, (given_back.slot_us, given_back.epoch))
+        self.acquire_from(deadline, max_wait, (given_back.slot_us, given_back.epoch), probe)
             .await
     }
 
@@ -291,6 +318,7 @@ impl Gate {
         deadline: Deadline,
         max_wait: Duration,
         holding: (u64, u64),
+        probe: Option<Probe>,
     ) -> Result<Grant, GateError> {
         self.adopt_once().await?;
         let started = tokio::time::Instant::now();
@@ -310,8 +338,16 @@ impl Gate {
             };
             let asked_at = tokio::time::Instant::now();
             self.counters.round_trips.fetch_add(1, Ordering::Relaxed);
-            let reply =
-                scripts::acquire(&self.conn, &self.key, self.shape(), micros(allowed), held, epoch).await?;
+            let reply = scripts::acquire(
+                &self.conn,
+                &self.key,
+                self.shape(),
+                micros(allowed),
+                held,
+                epoch,
+                probe,
+            )
+            .await?;
             // Redis read its clock before it replied, so counting the wait from the reply
             // never wakes before the slot (which would cost a round trip); it wakes at most
             // one round trip late, well inside the tolerance.
@@ -324,6 +360,7 @@ impl Gate {
                     next_start_before,
                     next_start_after,
                     cooldown_end,
+                    probe,
                 } => {
                     if held != 0 && slot != held {
                         reslotted += 1;
@@ -336,6 +373,7 @@ impl Gate {
                         reslotted,
                         asked_at,
                         cooldown_end_us: cooldown_end,
+                        probe,
                         epoch,
                         next_start_before,
                         next_start_after,

@@ -29,6 +29,8 @@ pub(crate) enum AcquireReply {
         next_start_after: u64,
         /// The end of the last cooldown the state holds (0: none).
         cooldown_end: u64,
+        /// The start is the key-health circuit's probe.
+        probe: bool,
     },
     /// Sleep until `slot`, then confirm it with `epoch`.
     Wait { slot: u64, now: u64, epoch: u64 },
@@ -51,6 +53,29 @@ fn key(key: &str) -> OneKey<'_> {
     OneKey { name: "gate", key }
 }
 
+/// The gate's state and the key-health circuit beside it (`gate_acquire`, `gate_release`).
+struct WithHealth<'a> {
+    gate: &'a str,
+    health: String,
+}
+
+fn with_health(gate: &str) -> WithHealth<'_> {
+    WithHealth {
+        gate,
+        health: crate::keys::beside_gate(gate, "health"),
+    }
+}
+
+impl lua::ScriptKeys for WithHealth<'_> {
+    fn key(&self, name: &str) -> Option<&str> {
+        match name {
+            "gate" => Some(self.gate),
+            "health" => Some(&self.health),
+            _ => None,
+        }
+    }
+}
+
 fn u(x: i64) -> u64 {
     x.max(0) as u64
 }
@@ -63,9 +88,11 @@ pub(crate) async fn acquire(
     max_wait_us: u64,
     held: u64,
     held_epoch: u64,
+    probe: Option<super::Probe>,
 ) -> Result<AcquireReply, RedisFailure> {
+    let (endpoint, window_us) = probe.map_or(("", 0), |p| (p.endpoint, (p.window.as_micros() as u64).max(1)));
     let v: Vec<i64> = lua::GATE_ACQUIRE
-        .prepare(&key(state))
+        .prepare(&with_health(state))
         .arg(shape.interval_us)
         .arg(shape.burst)
         .arg(max_wait_us)
@@ -73,9 +100,11 @@ pub(crate) async fn acquire(
         .arg(shape.tolerance_us)
         .arg(held_epoch)
         .arg(shape.idle_ms)
+        .arg(endpoint)
+        .arg(window_us)
         .invoke_async(&mut conn.clone())
         .await?;
-    let &[code, slot, now, cooldown_end, epoch, before, after] = v.as_slice() else {
+    let &[code, slot, now, cooldown_end, epoch, before, after, probe] = v.as_slice() else {
         return Err(RedisFailure::Protocol("gate_acquire reply"));
     };
     let (slot, now, cooldown_end, epoch) = (u(slot), u(now), u(cooldown_end), u(epoch));
@@ -87,6 +116,7 @@ pub(crate) async fn acquire(
             next_start_before: u(before),
             next_start_after: u(after),
             cooldown_end,
+            probe: probe == 1,
         }),
         1 => Ok(AcquireReply::Wait { slot, now, epoch }),
         2 => Ok(AcquireReply::Refused {
@@ -182,7 +212,7 @@ pub(crate) async fn release(
     shape: Shape,
     grant: Granted,
 ) -> Result<Release, RedisFailure> {
-    let mut call = lua::GATE_RELEASE.prepare(&key(state));
+    let mut call = lua::GATE_RELEASE.prepare(&with_health(state));
     call.arg(grant.next_start_before)
         .arg(grant.next_start_after)
         .arg(grant.epoch)

@@ -73,8 +73,8 @@ pub struct LawClient {
     /// How long the cluster holds off after a refusal of the key before a probe
     /// ([`KEY_PROBE_INTERVAL`]; shorter in tests).
     key_probe: Duration,
-    /// How long the gate holds behind a probe for its answer
-    /// ([`crate::policy::key_probe_window`] of the timeouts).
+    /// How long, at most, a call of this client takes to be answered, as the gate holds
+    /// other callers behind a probe ([`crate::policy::key_probe_window`] of the timeouts).
     probe_window: Duration,
     /// Whether refusals open the key-health circuit (and answers close it): false for
     /// `lawsync probe`, which reports what it sees and steers nothing.
@@ -109,6 +109,8 @@ struct Answer {
     body: Vec<u8>,
     granted_at_us: u64,
     cooldown_end_us: u64,
+    /// The call was the key-health circuit's probe.
+    probe: bool,
 }
 
 /// One attempt at law.go.kr, as a [`CallObserver`] sees it: no URL, no key, no body.
@@ -424,7 +426,7 @@ impl LawClient {
         }
         let opened = match self
             .health
-            .refused(&problem, endpoint, &self.gate, self.key_probe, self.probe_window)
+            .refused(&problem, endpoint, &self.gate, self.key_probe)
             .await
         {
             Ok(r) => r.opened,
@@ -456,8 +458,8 @@ impl LawClient {
     }
 
     /// law.go.kr answered a call to `endpoint` (a reply or a missing precedent): the format
-    /// is kept when it was learned, and the circuit closed if this call is the first after
-    /// a hold that this process has not looked past yet.
+    /// is kept when it was learned, and the circuit closed if this call was its probe, or is
+    /// the first after a hold that this process has not looked past yet.
     async fn answered(&self, answer: &Answer, endpoint: Endpoint, format: Format, switched: bool) {
         if !self.steers_health {
             return;
@@ -476,7 +478,9 @@ impl LawClient {
         let cooldown = answer.cooldown_end_us;
         let checked = &self.served.checked_cooldown[slot(endpoint)];
         let soon_after = answer.granted_at_us.saturating_sub(cooldown) <= KEY_HEALTH_KEEP.as_micros() as u64;
-        if cooldown == 0 || !soon_after || checked.load(std::sync::atomic::Ordering::Relaxed) >= cooldown {
+        let looked =
+            cooldown == 0 || !soon_after || checked.load(std::sync::atomic::Ordering::Relaxed) >= cooldown;
+        if looked && !answer.probe {
             return;
         }
         match self.health.accepted(endpoint, answer.granted_at_us).await {
@@ -543,11 +547,24 @@ impl LawClient {
     /// descheduled, or paused) is given back and asked for again, so a late send never
     /// lands next to the following on-time one. Returns the grant and how many were given
     /// back before it; the wait bound counts from the first ask.
-    async fn fresh_grant(&self, deadline: Deadline, bound: Duration) -> Result<(Grant, u32), GateError> {
+    async fn fresh_grant(
+        &self,
+        deadline: Deadline,
+        bound: Duration,
+        endpoint: Endpoint,
+    ) -> Result<(Grant, u32), GateError> {
         let validity = self.gate.config().grant_validity;
         let asked = Instant::now();
         let until = deadline.earlier_by(MIN_CALL_WINDOW);
-        let mut grant = self.gate.acquire_within(until, bound).await?;
+        // A client that steers the circuit may probe it; `lawsync probe` only looks.
+        let probe = self.steers_health.then_some(crate::gate::Probe {
+            endpoint: endpoint.name(),
+            window: self.probe_window,
+        });
+        let mut grant = match probe {
+            Some(p) => self.gate.acquire_probing(until, bound, p).await?,
+            None => self.gate.acquire_within(until, bound).await?,
+        };
         let mut given_back = 0;
         loop {
             if grant.age() <= validity {
@@ -568,7 +585,7 @@ impl LawClient {
             );
             // The same slot again, taken at once if nobody started since.
             let left = bound.saturating_sub(asked.elapsed());
-            grant = self.gate.acquire_again(&grant, until, left).await?;
+            grant = self.gate.acquire_again(&grant, until, left, probe).await?;
         }
     }
 
@@ -582,6 +599,7 @@ impl LawClient {
         &self,
         deadline: Deadline,
         bound: Duration,
+        endpoint: Endpoint,
     ) -> Result<(Connection, Grant, u32), Unsent> {
         // The bound is on waiting for the gate; opening connections is not counted in it.
         let mut at_gate = Duration::ZERO;
@@ -593,7 +611,9 @@ impl LawClient {
                 .await
                 .map_err(Unsent::Connect)?;
             let asked = Instant::now();
-            let granted = self.fresh_grant(deadline, bound.saturating_sub(at_gate)).await;
+            let granted = self
+                .fresh_grant(deadline, bound.saturating_sub(at_gate), endpoint)
+                .await;
             at_gate += asked.elapsed();
             let (grant, stale) = match granted {
                 Ok(g) => g,
@@ -638,7 +658,7 @@ impl LawClient {
             }
             // The slot must leave room for the call itself before the deadline.
             let bound = self.gate_wait.unwrap_or(gate_cfg.max_wait);
-            let (conn, grant, given_back) = match self.ready_to_send(deadline, bound).await {
+            let (conn, grant, given_back) = match self.ready_to_send(deadline, bound, endpoint).await {
                 Ok(ready) => ready,
                 // A certificate refused is not a blip: no retry can fix it.
                 Err(Unsent::Connect(NetKind::Tls(problem))) => {
@@ -710,6 +730,7 @@ impl LawClient {
                         body,
                         granted_at_us: grant.granted_at_us,
                         cooldown_end_us: grant.cooldown_end_us,
+                        probe: grant.probe,
                     });
                 }
                 Attempt::Fatal(e) => {
