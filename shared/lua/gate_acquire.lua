@@ -27,8 +27,10 @@
             caller give the start back (gate_release) if it cannot send at once; probe 1
             when the start is the key-health circuit's probe
     code 1  WAIT: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
-    code 2  REFUSED: the wait would exceed ARGV[3]; nothing new is reserved, and a held
-            slot that is the newest reservation is handed back to the schedule
+    code 2  REFUSED: the wait would exceed ARGV[3] (cooldown_end is then the later of the
+            cooldown and the window of a probe in flight that holds the caller); nothing
+            new is reserved, and a held slot that is the newest reservation is handed back
+            to the schedule
     next_start_before and next_start_after are 0 unless code is 0.
   Errors: CORRUPT, NEWER (see includes/gate_state.lua); nothing is granted.
   Confirming a held slot, rule by rule as the code names them (burst 1; with a larger
@@ -99,9 +101,9 @@ end
 
 -- While the key-health circuit is open and a start for this endpoint could close it: the
 -- end of the probe in flight (µs), or 0 when this start would be the probe. nil when the
--- circuit is closed, or about another endpoint. A key of another type there is no circuit
--- this script can keep a probe in (the key_* scripts name the damage); a probe_until that
--- is not a time within the gate's horizon counts as none.
+-- circuit is closed, or about another endpoint. A key of another type, or a hash this
+-- release does not read, is no circuit this script keeps a probe in; a probe_until that is
+-- not a time within the gate's horizon counts as none.
 local function probe_in_flight()
   if probe_endpoint == '' or probe_window <= 0 then
     return nil
@@ -113,13 +115,17 @@ local function probe_in_flight()
   if kind ~= 'hash' then
     return nil
   end
-  local f = redis.call('HMGET', K.health, 'scope', 'probe_until')
-  if f[1] == 'search' or f[1] == 'detail' then
-    if f[1] ~= probe_endpoint then
-      return nil
-    end
+  local f = redis.call('HMGET', K.health, 'v', 'scope', 'probe_until')
+  local scope = f[2]
+  if f[1] ~= '1' or not (scope == 'any' or scope == 'search' or scope == 'detail') then
+    -- A circuit of a format this release does not read, or damaged: left to the key_*
+    -- scripts, which name it; never written here.
+    return nil
   end
-  local until_us = tonumber(f[2] or '')
+  if scope ~= 'any' and scope ~= probe_endpoint then
+    return nil
+  end
+  local until_us = tonumber(f[3] or '')
   if until_us and until_us > now and until_us <= now + HORIZON then
     return until_us
   end

@@ -2,8 +2,8 @@
   within the grant's validity: a starved CPU, a long pause), so the start does not count.
   Keys:
     K.gate    the gate's state hash (see includes/gate_state.lua)
-    K.health  the key-health circuit beside it: a probe given back is no longer in flight,
-              so the next start probes at once
+    K.health  the key-health circuit beside it: a probe given back is no longer in flight
+              (even when its start still counts), so the next start probes at once
   Input:
     ARGV[1]  next_start_before and ARGV[2] next_start_after, as gate_acquire granted them
     ARGV[3]  epoch of the grant   ARGV[4] the granted slot, µs
@@ -25,11 +25,12 @@ local now = redis_now_us()
 local st = read_state(now, interval, burst, tolerance)
 local still_the_last_grant = not st.fresh and st.epoch == epoch and st.next_start == next_start_after
   and st.last_grant == granted_at
-if not still_the_last_grant then
-  return 0
-end
+-- A probe given back is no longer in flight, whether or not its start can be given back.
 if redis.call('TYPE', K.health).ok == 'hash' and redis.call('HGET', K.health, 'probe_at') == string.format('%.0f', granted_at) then
   redis.call('HDEL', K.health, 'probe_until', 'probe_at')
+end
+if not still_the_last_grant then
+  return 0
 end
 st.next_start = next_start_before
 st.last_grant = 0

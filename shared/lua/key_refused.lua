@@ -1,7 +1,10 @@
---[[ key_refused: law.go.kr refused the key itself: opens the key-health circuit (or counts
-  one more refusal of an open one) and holds the key's gate off for the probe interval, in
-  one step, so that no circuit is ever open without its hold. Decided on Redis' clock.
-  While the circuit is open, gate_acquire lets one probe out at a time (see there); a
+--[[ key_refused: law.go.kr refused the key: opens the key-health circuit (or counts one
+  more refusal of an open one) and holds off the calls it is about for the probe interval,
+  in one step, so that no circuit is ever open without its hold. A refusal of the key
+  itself (scope any) holds the key's whole gate; a refusal of one API (scope search or
+  detail) holds the calls to that API alone, in the circuit (probe_until, as a probe in
+  flight that no one can end; see gate_acquire), and the other API goes on. Decided on
+  Redis' clock. While the circuit is open, gate_acquire lets one probe out at a time; a
   refusal is the answer of the probe in flight, if any.
   Keys:
     K.health   the circuit's hash (see includes/health_state.lua)
@@ -20,9 +23,9 @@
     ARGV[8]  how long an idle gate state is kept past its last time, ms (whole, >= 1)
     The hold, with a burst's reach behind it, must end within the gate's horizon (two
     days), or the gate state would read as damaged.
-  Output: { opened, opened_ms, refusals, cooldown_end }
+  Output: { opened, opened_ms, refusals, hold_end }
     opened 1  this call opened the circuit; 0 it was open already
-    cooldown_end  the gate's cooldown end, µs
+    hold_end  the end of the hold on the calls the circuit is about, µs
   Errors: BADARG (an argument), CORRUPT (a key of the wrong type, a damaged field),
   NEWER (a format this release does not read); nothing is written. ]]
 --- @include "gate_state"
@@ -55,6 +58,7 @@ local now = math.floor(now_us / 1000)
 local h = read_health(now)
 local st = read_state(now_us, interval, burst, tolerance)
 local opened, opened_ms, refusals = 0, 0, 0
+local held_scope = scope
 if not h then
   opened, opened_ms, refusals = 1, now, 1
   redis.call('HSET', K.health, 'v', HEALTH_VERSION, 'reason', reason, 'last_reason', reason, 'scope', scope,
@@ -73,14 +77,21 @@ else
   end
   -- last_ms is now even after a clock step back (a failover): a probe granted after this
   -- refusal must be able to close the circuit.
+  held_scope = widened
   redis.call('HSET', K.health, 'last_reason', reason, 'scope', widened, 'last_ms', health_digits(now),
     'refusals', health_digits(refusals))
-  redis.call('HDEL', K.health, 'probe_until', 'probe_at')
   if redis.call('EXISTS', K.alerted) == 1 then
     redis.call('PEXPIRE', K.alerted, keep)
   end
 end
 redis.call('PEXPIRE', K.health, keep)
-gate_hold(st, now_us, hold, interval, burst, tolerance)
-save_state(st, now_us, idle_ms)
-return { opened, opened_ms, refusals, st.cooldown_end }
+if held_scope == 'any' then
+  redis.call('HDEL', K.health, 'probe_until', 'probe_at')
+  gate_hold(st, now_us, hold, interval, burst, tolerance)
+  save_state(st, now_us, idle_ms)
+  return { opened, opened_ms, refusals, st.cooldown_end }
+end
+-- One API refused: its calls wait as for a probe in flight; the gate is not held.
+redis.call('HSET', K.health, 'probe_until', health_digits(now_us + hold))
+redis.call('HDEL', K.health, 'probe_at')
+return { opened, opened_ms, refusals, now_us + hold }

@@ -34,6 +34,14 @@ impl Deadline {
         Deadline::after(left.min(LAMBDA_MAX))
     }
 
+    /// The sooner of the two (none is later than any).
+    pub fn sooner(self, other: Deadline) -> Self {
+        match (self.0, other.0) {
+            (Some(a), Some(b)) => Deadline(Some(a.min(b))),
+            (a, b) => Deadline(a.or(b)),
+        }
+    }
+
     /// The same deadline, `d` earlier (to keep room for work that must follow).
     pub fn earlier_by(&self, d: Duration) -> Self {
         Deadline(self.0.map(|at| at.checked_sub(d).unwrap_or_else(Instant::now)))

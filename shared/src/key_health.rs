@@ -3,17 +3,18 @@
 //!
 //! The first refusal of the key ([`KeyProblem`]: the verification failure, the anti-bot
 //! page, a list or body not applied for, a certificate that cannot be verified) opens the
-//! circuit and, in the same script, holds the key's gate off for the probe interval
-//! ([`KeyHealth::refused`]): no instance calls law.go.kr until it ends, and every job that
-//! meets the hold is parked without counting an attempt (the gate refuses it, which is not
-//! a failure of the job). The opening owes one alert, which the drainer takes on a lease,
+//! circuit and, in the same script, holds off the calls it is about for the probe interval
+//! ([`KeyHealth::refused`]): for a refusal of the key, no instance calls law.go.kr until it
+//! ends; for an API not granted, no instance calls that API (the other goes on). Every job
+//! that meets the hold is parked without counting an attempt (the gate refuses it, which is
+//! not a failure of the job). The opening owes one alert, which the drainer takes on a lease,
 //! sends with the likely cause and the fix, and confirms ([`KeyHealth::take_alert`],
 //! [`KeyHealth::alert_delivered`]); an alert whose delivery is never confirmed is offered
 //! again when its lease ends. A circuit that closes and opens again for the same reason
 //! within [`KEY_HEALTH_KEEP`] of a delivered alert owes none. When the hold ends, the next
 //! call that could close the circuit is its probe ([`crate::gate::Gate::acquire_probing`]):
-//! no other such call starts until its answer is in or its window passes, and calls the
-//! circuit is not about go on. Refused again, the hold starts over; answered, the probe
+//! no other such call starts until its answer is in, it is given back, it ends with no
+//! answer about the key ([`KeyHealth::probe_over`]), or its window passes. Refused again, the hold starts over; answered, the probe
 //! closes the circuit ([`KeyHealth::accepted`]) if it reached what the circuit is about
 //! (the API not granted, for a list or body refused; anything, for the key itself) and was
 //! granted after the latest refusal. An open circuit nothing has refused for
@@ -79,7 +80,8 @@ pub struct Refused {
     pub opened: bool,
     pub opened_ms: u64,
     pub refusals: u64,
-    /// The end of the gate's hold, µs on Redis' clock.
+    /// The end of the hold on the calls the circuit is about (the whole gate for a refusal
+    /// of the key, that API's calls for an API not granted), µs on Redis' clock.
     pub hold_until_us: u64,
 }
 
@@ -133,8 +135,10 @@ impl KeyHealth {
     }
 
     /// law.go.kr refused the key on a call to `endpoint`: opens the circuit, or counts one
-    /// more refusal, and holds `gate` (this circuit's) off for `hold` (at most
-    /// [`RETRY_AFTER_CAP`], as a cooldown), in one step.
+    /// more refusal, and holds off the calls it is about for `hold` (at most
+    /// [`RETRY_AFTER_CAP`], as a cooldown), in one step: every call through `gate` (this
+    /// circuit's) for a refusal of the key, calls to `endpoint` alone for an API not
+    /// granted.
     pub async fn refused(
         &self,
         problem: &KeyProblem,
@@ -194,6 +198,17 @@ impl KeyHealth {
         } else {
             Accepted::StillOpen(circuit)
         })
+    }
+
+    /// The probe granted at `granted_us` ended without an answer about the key: the next
+    /// call may probe at once. True when it was the probe in flight.
+    pub async fn probe_over(&self, granted_us: u64) -> Result<bool, RedisFailure> {
+        let over: i64 = crate::lua::KEY_PROBE_OVER
+            .prepare(&Keys(self))
+            .arg(granted_us)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(over == 1)
     }
 
     /// The circuit, when open.

@@ -217,6 +217,9 @@ script!(
     /// Close the key-health circuit: the key was accepted.
     KEY_ACCEPTED, "key_accepted", HEALTH);
 script!(
+    /// End a probe that brought no answer about the key.
+    KEY_PROBE_OVER, "key_probe_over", HEALTH);
+script!(
     /// Take the key-health circuit's alert on a lease, confirm its delivery, or owe it again.
     KEY_ALERT, "key_alert", HEALTH_ALERT);
 script!(
@@ -269,7 +272,7 @@ script!(
     RUN_DISCARD, "run_discard", RUN);
 
 /// Every script, for the contract tests.
-pub static ALL: [&LuaScript; 22] = [
+pub static ALL: [&LuaScript; 23] = [
     &GATE_ACQUIRE,
     &GATE_DEFER,
     &GATE_STATUS,
@@ -278,6 +281,7 @@ pub static ALL: [&LuaScript; 22] = [
     &KEY_REFUSED,
     &KEY_ACCEPTED,
     &KEY_ALERT,
+    &KEY_PROBE_OVER,
     &QUEUE_ENQUEUE,
     &QUEUE_CLAIM,
     &QUEUE_SETTLE,

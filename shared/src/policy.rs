@@ -261,8 +261,9 @@ pub const KEY_PROBE_MARGIN: Duration = Duration::from_secs(2);
 /// How long, at most, a probe of an open circuit takes to be answered, and so how long the
 /// gate lets no other call that could close the circuit start beside it: the probe's
 /// connection (when the pooled one is gone), its reply's headers, and [`KEY_PROBE_MARGIN`]
-/// for its body (15 s at the defaults). Its answer ends the wait at once; a probe still
-/// unanswered by then counts as none, and the next call probes.
+/// for its body (15 s at the defaults). The probe's call is cut at it, so two are never out
+/// at once. Its answer lets the next callers through (one already told to wait for the
+/// window sleeps it out); a probe cut by it counts as none, and the next call probes.
 pub fn key_probe_window(connect_timeout: Duration, read_timeout: Duration) -> Duration {
     connect_timeout + read_timeout + KEY_PROBE_MARGIN
 }

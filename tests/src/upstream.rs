@@ -25,6 +25,13 @@ pub enum Body {
     LyingLength { announced: u64, actual: Vec<u8> },
     /// Headers, then nothing until the client gives up.
     Stall,
+    /// Chunked, the body in `parts` pieces, one every `every`: a reply that never pauses
+    /// long enough for a read timeout and still takes `parts × every` in all.
+    Trickle {
+        body: Vec<u8>,
+        parts: usize,
+        every: Duration,
+    },
     /// Nothing at all: the connection is reset (RST) once the request is read.
     Reset,
 }
@@ -319,7 +326,9 @@ pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::
     match &reply.body {
         Body::Fixed(b) => head.push_str(&format!("Content-Length: {}\r\n", b.len())),
         Body::LyingLength { announced, .. } => head.push_str(&format!("Content-Length: {announced}\r\n")),
-        Body::Chunked(_) | Body::Endless { .. } => head.push_str("Transfer-Encoding: chunked\r\n"),
+        Body::Chunked(_) | Body::Endless { .. } | Body::Trickle { .. } => {
+            head.push_str("Transfer-Encoding: chunked\r\n")
+        }
         Body::Stall => head.push_str("Content-Length: 100\r\n"),
         Body::Reset => {}
     }
@@ -349,6 +358,17 @@ pub(crate) async fn write_reply(sock: &mut TcpStream, reply: Reply) -> std::io::
                 sock.write_all(&block[..n]).await?;
                 sock.write_all(b"\r\n").await?;
                 sent += n as u64;
+            }
+            sock.write_all(b"0\r\n\r\n").await?;
+        }
+        Body::Trickle { body, parts, every } => {
+            let size = body.len().div_ceil(parts.max(1)).max(1);
+            for part in body.chunks(size) {
+                tokio::time::sleep(every).await;
+                sock.write_all(format!("{:x}\r\n", part.len()).as_bytes()).await?;
+                sock.write_all(part).await?;
+                sock.write_all(b"\r\n").await?;
+                sock.flush().await?;
             }
             sock.write_all(b"0\r\n\r\n").await?;
         }

@@ -303,6 +303,23 @@ async fn damaged_circuit_state_is_named_and_nothing_is_written() {
             .expect("hset");
         let e = health.take_alert().await.expect_err("newer").to_string();
         assert!(e.contains("newer") && e.contains("version 2"), "{e}");
+        // The gate neither probes nor writes into a circuit it does not read.
+        let probe = lawsync::gate::Probe {
+            endpoint: "search",
+            window: Duration::from_secs(5),
+        };
+        let g = gate
+            .acquire_probing(Deadline::NONE, Duration::from_secs(2), probe)
+            .await
+            .expect("granted");
+        assert!(!g.probe, "{topology:?}");
+        let marked: bool = redis::cmd("HEXISTS")
+            .arg(health.key())
+            .arg("probe_until")
+            .query_async(&mut conn)
+            .await
+            .expect("hexists");
+        assert!(!marked, "{topology:?}: wrote into a newer circuit");
         let _: () = redis::cmd("DEL")
             .arg(health.key())
             .query_async(&mut conn)
@@ -833,9 +850,10 @@ async fn an_alert_is_offered_until_its_delivery_is_confirmed() {
 
 /// While the circuit is open, one call that could close it is out at a time: the first is
 /// its probe, and the next such call waits for the probe's answer (or its window) as for a
-/// cooldown; calls the circuit is not about go on; a probe given back lets the next call
-/// probe at once; the probe is the circuit's, so a lost gate state keeps it and an expired
-/// circuit ends it; a closed circuit leaves the gate paced at the interval.
+/// cooldown; a circuit about one API holds that API alone; a probe given back, or ended
+/// with no answer about the key, lets the next call probe at once; the probe is the
+/// circuit's, so a lost gate state keeps it and an expired circuit ends it; a closed
+/// circuit leaves the gate paced at the interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_circuit_lets_one_probe_out_at_a_time() {
     use lawsync::gate::Probe;
@@ -918,13 +936,14 @@ async fn an_open_circuit_lets_one_probe_out_at_a_time() {
             "{topology:?}: {gap} µs between two calls of a closed circuit"
         );
 
-        // A circuit about the detail API alone: searches go on; details probe one at a time.
+        // A circuit about the detail API alone: searches go on, even during its hold;
+        // details wait out the hold, then probe one at a time.
         let refusal = KeyProblem::NotApplied { format: None };
+        let hold = Duration::from_millis(600);
         health
-            .refused(&refusal, Endpoint::Detail, &gate, SHORT_HOLD)
+            .refused(&refusal, Endpoint::Detail, &gate, hold)
             .await
             .expect("refused");
-        tokio::time::sleep(SHORT_HOLD + Duration::from_millis(20)).await;
         for _ in 0..2 {
             let g = gate
                 .acquire_probing(Deadline::NONE, wait, search)
@@ -932,12 +951,26 @@ async fn an_open_circuit_lets_one_probe_out_at_a_time() {
                 .expect("a search, not held");
             assert!(!g.probe, "{topology:?}: a search cannot close a detail circuit");
         }
+        let held = gate.acquire_probing(Deadline::NONE, wait, detail).await;
+        assert!(
+            matches!(held, Err(lawsync::GateError::WaitTooLong { cause: lawsync::Refusal::Cooldown { remaining }, .. }) if remaining <= hold),
+            "{topology:?}: a detail call during the hold: {held:?}"
+        );
+        tokio::time::sleep(hold).await;
         let probe = gate
             .acquire_probing(Deadline::NONE, wait, detail)
             .await
             .expect("the detail probe");
         assert!(probe.probe, "{topology:?}");
         assert!(gate.acquire_probing(Deadline::NONE, wait, detail).await.is_err());
+        // The probe ended with no answer about the key: the next call probes at once.
+        assert!(health.probe_over(probe.granted_at_us).await.expect("over"));
+        assert!(!health.probe_over(probe.granted_at_us).await.expect("once"));
+        let next = gate
+            .acquire_probing(Deadline::NONE, wait, detail)
+            .await
+            .expect("probes at once");
+        assert!(next.probe, "{topology:?}");
         // The circuit expires (nothing refused it for its keep): the probe ends with it.
         let _: () = redis::cmd("DEL")
             .arg(health.key())
@@ -997,4 +1030,93 @@ async fn a_slow_probe_holds_every_other_instance_off() {
     probe.await.expect("task").expect("the probe is answered");
     assert_eq!(up.seen().len(), 2, "one refusal and one probe reached law.go.kr");
     assert_eq!(b.health().status().await.expect("status"), None, "closed");
+}
+
+/// The probe's own call is cut at its window, so two are never out at once: a reply that
+/// trickles past it (never pausing long enough for the read timeout) ends as a timeout,
+/// the probe is over, and the retry probes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_is_cut_at_its_window() {
+    let refusal = include_str!("../../shared/tests/fixtures/replies/verify-failed.json");
+    let detail = r#"{"PrecService":{"판례정보일련번호":"7","사건명":"x"}}"#;
+    let trickle = Body::Trickle {
+        body: detail.as_bytes().to_vec(),
+        parts: 6,
+        every: Duration::from_millis(800),
+    };
+    let up = Upstream::start(
+        vec![Reply::json(refusal), Reply::status(200).with_body(trickle)],
+        Reply::json(detail),
+    )
+    .await;
+    // A window of 200 + 1000 ms + the margin: 3.2 s, against a reply of 4.8 s.
+    let extra = [
+        ("LAW_API_CONNECT_TIMEOUT_MS", "200"),
+        ("LAW_API_READ_TIMEOUT_MS", "1000"),
+    ];
+    let hold = Duration::from_millis(200);
+    let seen = Arc::new(Seen::default());
+    let c = client(&up.base_url, OC, &extra, &unique_ns("cut"))
+        .await
+        .with_key_probe_interval(hold)
+        .with_observer(seen.clone());
+    let e = c.detail("7", Deadline::NONE).await.expect_err("refused");
+    assert_eq!(e, LawError::KeyRefused(KeyProblem::VerifyFailed));
+    tokio::time::sleep(hold + Duration::from_millis(20)).await;
+    c.detail("7", Deadline::NONE)
+        .await
+        .expect("the retry after the cut probe");
+    let events = seen.0.lock().expect("events").clone();
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert_eq!(events[1].status, None, "the trickling probe was cut: {events:?}");
+    assert!(
+        events[1].took < Duration::from_millis(3200),
+        "cut at its window: {:?}",
+        events[1].took
+    );
+    assert_eq!(
+        c.health().status().await.expect("status"),
+        None,
+        "closed by the retry"
+    );
+}
+
+/// A probe answered "not applied for in this format" with `LAW_API_FORMAT=auto`: the call
+/// in the other format is not held behind its own probe, and its answer closes the circuit.
+#[tokio::test]
+async fn a_probe_refused_one_format_asks_in_the_other_at_once() {
+    let refusal = include_str!("../../shared/tests/fixtures/replies/verify-failed.json");
+    let not_applied = include_str!("../../shared/tests/fixtures/replies/not-applied.html");
+    let detail_xml = include_str!("../../shared/tests/fixtures/replies/detail.xml");
+    let up = Upstream::start(
+        vec![
+            Reply::json(refusal),
+            Reply::status(200).text(not_applied),
+            Reply::status(200)
+                .header("Content-Type", "application/xml")
+                .text(detail_xml),
+        ],
+        Reply::status(500),
+    )
+    .await;
+    // A handler's wait bound: about one interval.
+    let extra = [("LAW_API_MAX_WAIT_MS", "200")];
+    let hold = Duration::from_millis(200);
+    let c = client(&up.base_url, OC, &extra, &unique_ns("switch"))
+        .await
+        .with_key_probe_interval(hold);
+    let e = c.detail("7", Deadline::NONE).await.expect_err("refused");
+    assert_eq!(e, LawError::KeyRefused(KeyProblem::VerifyFailed));
+    tokio::time::sleep(hold + Duration::from_millis(20)).await;
+    let id = detail_xml_id(detail_xml);
+    c.detail(&id, Deadline::NONE).await.expect("asked in XML at once");
+    assert_eq!(up.seen().len(), 3);
+    assert_eq!(c.health().status().await.expect("status"), None, "closed");
+}
+
+/// The precedent id in a detail fixture.
+fn detail_xml_id(xml: &str) -> String {
+    let start = xml.find("<판례정보일련번호>").expect("an id") + "<판례정보일련번호>".len();
+    let end = start + xml[start..].find('<').expect("its end");
+    xml[start..end].trim().to_owned()
 }

@@ -11,10 +11,13 @@
     alert        present while the opening's alert is owed: when it may next be taken for
                  delivery, ms on Redis' clock (0: now; a time ahead: taken, and offered
                  again then unless its delivery is confirmed first)
-    probe_until, probe_at  while a probe is in flight (gate_acquire granted it): when its
-                 window ends, and its grant, µs on Redis' clock; cleared by its answer
-                 (key_refused; key_accepted deletes the circuit) or when it is given back
-                 (gate_release). Read by the gate's scripts only.
+    probe_until  µs on Redis' clock: no call the circuit is about starts before it (a
+                 probe in flight, until its window ends; or, for a refusal of one API, the
+                 hold key_refused set). Read by gate_acquire only, which checks it is a time
+                 within the gate's horizon.
+    probe_at     the grant of the probe in flight (gate_acquire), µs: its answer, its
+                 release (gate_release) or its end without an answer (key_probe_over)
+                 clears both; key_refused clears it, and key_accepted deletes the circuit.
   read_health(now_ms) → nil when there is no circuit, else { reason, last_reason, scope,
   opened_ms, last_ms, refusals, alert (nil, or when it may be taken) }. Raises CORRUPT (not
   a hash, a field that is not what it should be: numbers are whole, written in digits with

@@ -398,6 +398,10 @@ impl LawClient {
                     );
                     switched = true;
                     format = format.other();
+                    // The probe's answer was about one format: the other may probe at once.
+                    if answer.probe {
+                        self.probe_over(answer.granted_at_us).await;
+                    }
                 }
                 Err(LawError::KeyRefused(p)) => {
                     let p = match p {
@@ -410,10 +414,28 @@ impl LawClient {
                 }
                 Err(e @ (LawError::HtmlPage | LawError::Malformed { .. })) => {
                     self.unrecognized(endpoint, format, &answer.body, &e).await;
+                    if answer.probe {
+                        self.probe_over(answer.granted_at_us).await;
+                    }
                     return Err(e);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if answer.probe {
+                        self.probe_over(answer.granted_at_us).await;
+                    }
+                    return Err(e);
+                }
             }
+        }
+    }
+
+    /// The probe granted at `granted_at_us` ended with no answer about the key (no reply,
+    /// a 5xx or 429, a reply of no known shape, a refusal of one format): the next call may
+    /// probe at once instead of waiting out its window.
+    async fn probe_over(&self, granted_at_us: u64) {
+        if let Err(e) = self.health.probe_over(granted_at_us).await {
+            // The window ends it anyway.
+            tracing::warn!(error = %e, "key health: could not end the probe; the next waits for its window");
         }
     }
 
@@ -701,11 +723,22 @@ impl LawClient {
             );
             let (started_at, sent) = (SystemTime::now(), Instant::now());
             let grant_to_send = grant.age();
+            // A probe is answered within its window or not at all: past it, the gate lets
+            // the next call probe, and two must not be out at once.
+            let attempt_deadline = if grant.probe {
+                deadline.sooner(Deadline::after(self.probe_window.saturating_sub(grant.age())))
+            } else {
+                deadline
+            };
             let outcome = self
                 .transport
-                .attempt(conn, endpoint, format, &self.oc, params, deadline)
+                .attempt(conn, endpoint, format, &self.oc, params, attempt_deadline)
                 .instrument(span.clone())
                 .await;
+            if grant.probe && !matches!(outcome, Attempt::Body(_)) {
+                // No answer about the key: the next call may probe at once.
+                self.probe_over(grant.granted_at_us).await;
+            }
             let observe = |status: Option<u16>, cooldown: Option<Duration>| {
                 if let Some(o) = &self.observer {
                     o.observe(&CallEvent {
