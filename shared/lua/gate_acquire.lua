@@ -27,10 +27,10 @@
             caller give the start back (gate_release) if it cannot send at once; probe 1
             when the start is the key-health circuit's probe
     code 1  WAIT: sleep (slot - now) µs, then call again with ARGV[4] = slot, ARGV[6] = epoch
-    code 2  REFUSED: the wait would exceed ARGV[3] (cooldown_end is then the later of the
-            cooldown and the window of a probe in flight that holds the caller); nothing
-            new is reserved, and a held slot that is the newest reservation is handed back
-            to the schedule
+    code 2  REFUSED: the wait would exceed ARGV[3], or the key-health circuit holds calls
+            to this API (probe 2 then, and cooldown_end the later of the cooldown and the
+            end of what the circuit holds); nothing new is reserved, and a held slot that is
+            the newest reservation is handed back to the schedule
     next_start_before and next_start_after are 0 unless code is 0.
   Errors: CORRUPT, NEWER (see includes/gate_state.lua); nothing is granted.
   Confirming a held slot, rule by rule as the code names them (burst 1; with a larger
@@ -53,14 +53,17 @@
   (any, for a refusal of the key; that endpoint's, for an API not granted) is its probe,
   and no other such start is granted until the probe's answer closes the circuit
   (key_accepted), refuses the key again (key_refused holds the gate), the probe is given
-  back (gate_release), or its window passes: the caller waits for that, or is refused,
-  as for a cooldown. Starts the circuit is not about go on at the interval. ]]
+  back (gate_release) or ends with no answer (key_probe_over), or its window passes: the
+  caller waits for that, or is refused, as for a cooldown. While a refusal of one API
+  holds that API (key_refused), its callers are refused at once. Starts the circuit is not
+  about go on at the interval. ]]
 --- @include "gate_state"
 local interval, burst, max_wait = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local held, tolerance, held_epoch = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local idle_ms = tonumber(ARGV[7])
 local probe_endpoint, probe_window = ARGV[8] or '', tonumber(ARGV[9] or '') or 0
 local GO, WAIT, REFUSED = 0, 1, 2
+local HELD_BY_CIRCUIT = 2
 local now = redis_now_us()
 local st = read_state(now, interval, burst, tolerance)
 
@@ -73,8 +76,9 @@ local earliest_start = math.max(st.next_start - start_burst, st.cooldown_end)
 -- When the last call started (or later, with a burst).
 local last_start = st.next_start - interval
 
--- held_off: the end of what holds the caller back beyond the cooldown (a probe in
--- flight), reported as the cooldown's end; nil for none.
+-- held_off: the end of what holds the caller back beyond the cooldown (the key-health
+-- circuit: a probe in flight, or a hold on one API), reported as the cooldown's end, and
+-- the reply's last field 2; nil for none.
 local function refuse(slot, held_off)
   -- A held slot given up while it is the newest reservation goes back to the schedule,
   -- so the next fresh caller takes it instead of leaving it idle.
@@ -85,7 +89,10 @@ local function refuse(slot, held_off)
   elseif st.fresh then
     save_state(st, now, idle_ms)
   end
-  return { REFUSED, slot, now, math.max(st.cooldown_end, held_off or 0), st.epoch, 0, 0, 0 }
+  if held_off then
+    return { REFUSED, slot, now, math.max(st.cooldown_end, held_off), st.epoch, 0, 0, HELD_BY_CIRCUIT }
+  end
+  return { REFUSED, slot, now, st.cooldown_end, st.epoch, 0, 0, 0 }
 end
 
 local function wait(slot)
@@ -100,7 +107,8 @@ local function within_bound(slot, held_off)
 end
 
 -- While the key-health circuit is open and a start for this endpoint could close it: the
--- end of the probe in flight (µs), or 0 when this start would be the probe. nil when the
+-- end of what holds such starts (µs), or 0 when this start would be the probe; and whether
+-- that is a hold on one API (key_refused) rather than a probe in flight. nil when the
 -- circuit is closed, or about another endpoint. A key of another type, or a hash this
 -- release does not read, is no circuit this script keeps a probe in; a probe_until that is
 -- not a time within the gate's horizon counts as none.
@@ -109,17 +117,13 @@ local function probe_in_flight()
     return nil
   end
   local kind = redis.call('TYPE', K.health).ok
-  if kind == 'none' then
-    return nil
-  end
   if kind ~= 'hash' then
     return nil
   end
-  local f = redis.call('HMGET', K.health, 'v', 'scope', 'probe_until')
+  local f = redis.call('HMGET', K.health, 'v', 'scope', 'probe_until', 'probe_at')
   local scope = f[2]
   if f[1] ~= '1' or not (scope == 'any' or scope == 'search' or scope == 'detail') then
-    -- A circuit of a format this release does not read, or damaged: left to the key_*
-    -- scripts, which name it; never written here.
+    -- Damaged, or a newer format: left to the key_* scripts, which name it; never written.
     return nil
   end
   if scope ~= 'any' and scope ~= probe_endpoint then
@@ -127,15 +131,19 @@ local function probe_in_flight()
   end
   local until_us = tonumber(f[3] or '')
   if until_us and until_us > now and until_us <= now + HORIZON then
-    return until_us
+    return until_us, not f[4]
   end
   return 0
 end
 
 local function go(slot)
-  local probing = probe_in_flight()
+  local probing, api_held = probe_in_flight()
   if probing and probing > 0 then
-    -- Another caller's probe is out: wait for its answer (or its window) like a cooldown.
+    -- A hold on this API lasts minutes: refused at once. A probe in flight: wait for its
+    -- answer (or its window) like a cooldown.
+    if api_held then
+      return refuse(probing, probing)
+    end
     return within_bound(probing, probing)
   end
   local next_start_before = st.next_start

@@ -91,7 +91,12 @@ if held_scope == 'any' then
   save_state(st, now_us, idle_ms)
   return { opened, opened_ms, refusals, st.cooldown_end }
 end
--- One API refused: its calls wait as for a probe in flight; the gate is not held.
-redis.call('HSET', K.health, 'probe_until', health_digits(now_us + hold))
+-- One API refused: its calls are held in the circuit (never shortened), and the gate is
+-- not. Whatever the gate's own cooldown, the later end is what holds those calls.
+local held_until = math.max(now_us + hold, tonumber(redis.call('HGET', K.health, 'probe_until') or '') or 0)
+if held_until > now_us + HORIZON then
+  held_until = now_us + hold
+end
+redis.call('HSET', K.health, 'probe_until', health_digits(held_until))
 redis.call('HDEL', K.health, 'probe_at')
-return { opened, opened_ms, refusals, now_us + hold }
+return { opened, opened_ms, refusals, math.max(held_until, st.cooldown_end) }

@@ -828,13 +828,30 @@ async fn gate(action: GateAction, json: bool) -> Result<(), CliError> {
                         ("a refusal this release does not name", "see lawsync probe"),
                         |p| (p.cause(), p.fix()),
                     );
+                    let held = if c.scope == "any" {
+                        "no call is made until a probe finds the key accepted".to_owned()
+                    } else {
+                        format!(
+                            "no call to the {} API is made until a probe finds it granted (the other goes on)",
+                            c.scope
+                        )
+                    };
                     println!(
-                        "key-health circuit: OPEN since {} ({}, {} refusal{}): no call is made until a probe finds the key accepted\n  likely cause: {cause}\n  fix: {fix}",
+                        "key-health circuit: OPEN since {} ({}, {} refusal{}): {held}\n  likely cause: {cause}\n  fix: {fix}",
                         httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(c.opened_ms)),
                         c.reason,
                         c.refusals,
                         if c.refusals == 1 { "" } else { "s" },
                     );
+                    let now_us = s.now_us;
+                    match c.held_until_us.filter(|&u| u > now_us) {
+                        Some(u) if c.probing => println!(
+                            "  a probe is in flight; the next may go in {} ms at most",
+                            (u - now_us) / 1000
+                        ),
+                        Some(u) => println!("  held for another {} ms, then probed", (u - now_us) / 1000),
+                        None => {}
+                    }
                 }
             }
             for (endpoint, f) in [("search", format.0), ("detail", format.1)] {

@@ -379,6 +379,16 @@ impl Config {
                 })?,
             },
         };
+        // A call cannot outlast a Lambda; and the key-health circuit's probe window is made of
+        // these two (policy::key_probe_window), so they also bound how long a probe holds.
+        for (var, value) in [
+            ("LAW_API_CONNECT_TIMEOUT_MS", law.connect_timeout),
+            ("LAW_API_READ_TIMEOUT_MS", law.read_timeout),
+        ] {
+            if value.is_zero() || value > policy::MAX_WAIT_CEILING {
+                return Err(bad(var, "must be from 1 to 900000 (a Lambda's 15 minutes)"));
+            }
+        }
         if law.max_attempts > 10 {
             return Err(bad(
                 "LAW_API_MAX_ATTEMPTS",

@@ -63,9 +63,10 @@ pub enum Outcome {
         /// unreachable): only then does a scheduled run wait for it rather than end.
         room_known: bool,
     },
-    /// Not worked because other work goes first (a backfill job while a daily run is
-    /// open). The upstream was not called. Released unchanged, due after `retry_in`; the
-    /// pass goes on with the next job.
+    /// Not worked for a reason that holds this job alone: other work goes first (a backfill
+    /// job while a daily run is open), or the key-health circuit holds its API (a probe in
+    /// flight, or law.go.kr refused that API). The upstream was not called (or refused the
+    /// API). Released unchanged, due after `retry_in`; the pass goes on with the next job.
     Deferred {
         retry_in: Duration,
     },
@@ -606,7 +607,7 @@ impl Drainer<'_> {
             Outcome::Deferred { retry_in } => {
                 tracing::info!(
                     due_in_ms = retry_in.as_millis() as u64,
-                    "drainer: other work goes first; released unchanged"
+                    "drainer: held back (other work goes first, or its API is held); released unchanged"
                 );
                 self.queue.release_until(leased, retry_in).await?;
                 report.skipped += 1;

@@ -71,6 +71,14 @@ pub struct OpenCircuit {
     pub refusals: u64,
     /// Whether the opening's alert is still to be sent.
     pub alert_owed: bool,
+    /// Until when calls the circuit is about are held (a probe in flight, or the hold after
+    /// a refusal of one API), epoch µs on Redis' clock; `None` when nothing is held in the
+    /// circuit (a refusal of the key holds the gate itself: its cooldown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_until_us: Option<u64>,
+    /// A probe is in flight.
+    #[serde(default)]
+    pub probing: bool,
 }
 
 /// What [`KeyHealth::refused`] did.
@@ -192,6 +200,8 @@ impl KeyHealth {
             last_ms: 0,
             refusals: refusals.max(0) as u64,
             alert_owed: alerted == 0,
+            held_until_us: None,
+            probing: false,
         };
         Ok(if closed == 1 {
             Accepted::Closed(circuit)
@@ -239,6 +249,8 @@ impl KeyHealth {
             last_ms: num("last_ms")?,
             refusals: num("refusals")?,
             alert_owed: fields.contains_key("alert"),
+            held_until_us: fields.get("probe_until").and_then(|v| v.parse().ok()),
+            probing: fields.contains_key("probe_at"),
         }))
     }
 
@@ -269,6 +281,8 @@ impl KeyHealth {
             last_ms: num(last)?,
             refusals: num(refusals)?,
             alert_owed: false,
+            held_until_us: None,
+            probing: false,
         }))
     }
 

@@ -68,6 +68,9 @@ fn every_bad_value_names_its_variable() {
         ("LAW_API_BURST", "10001"),
         ("LAW_API_REQUEST_INTERVAL_MS", "3600001"),
         ("LAW_API_MAX_WAIT_MS", "900001"),
+        // No call outlasts a Lambda; the probe window is made of these two.
+        ("LAW_API_READ_TIMEOUT_MS", "900001"),
+        ("LAW_API_CONNECT_TIMEOUT_MS", "172800000"),
         ("LAW_API_GATE_TOLERANCE_MS", "1000"),
         // Past 100 ms, or a quarter of the interval, it is no longer wake-up noise.
         ("LAW_API_GATE_TOLERANCE_MS", "101"),

@@ -885,7 +885,7 @@ async fn an_open_circuit_lets_one_probe_out_at_a_time() {
         tokio::time::sleep(Duration::from_millis(60)).await;
         let held = gate.acquire_probing(Deadline::NONE, wait, detail).await;
         let Err(lawsync::GateError::WaitTooLong {
-            cause: lawsync::Refusal::Cooldown { remaining },
+            cause: lawsync::Refusal::Circuit { remaining },
             ..
         }) = held
         else {
@@ -953,7 +953,7 @@ async fn an_open_circuit_lets_one_probe_out_at_a_time() {
         }
         let held = gate.acquire_probing(Deadline::NONE, wait, detail).await;
         assert!(
-            matches!(held, Err(lawsync::GateError::WaitTooLong { cause: lawsync::Refusal::Cooldown { remaining }, .. }) if remaining <= hold),
+            matches!(held, Err(lawsync::GateError::WaitTooLong { cause: lawsync::Refusal::Circuit { remaining }, .. }) if remaining <= hold),
             "{topology:?}: a detail call during the hold: {held:?}"
         );
         tokio::time::sleep(hold).await;
@@ -1119,4 +1119,53 @@ fn detail_xml_id(xml: &str) -> String {
     let start = xml.find("<판례정보일련번호>").expect("an id") + "<판례정보일련번호>".len();
     let end = start + xml[start..].find('<').expect("its end");
     xml[start..end].trim().to_owned()
+}
+
+/// law.go.kr refused the detail API alone: the drainer releases the detail jobs it meets,
+/// due at the probe with no attempt counted, and goes on with the search jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_api_holds_its_jobs_and_the_drainer_goes_on_with_the_others() {
+    let rig = MirrorRig::start_with(Store::Folder, Queues::Memory, 27, Some("20260227")).await;
+    let health = rig.deps.law.health();
+    let refusal = KeyProblem::NotApplied { format: None };
+    health
+        .refused(&refusal, Endpoint::Detail, rig.deps.law.gate(), HOLD)
+        .await
+        .expect("refused");
+    let note = || lawsync::queue::ErrorNote::now("test", "parked by the test", None);
+    for id in ["100001", "100002"] {
+        rig.deps
+            .queue
+            .enqueue_due_in(&lawsync::queue::Job::detail(id), Duration::ZERO, note())
+            .await
+            .expect("enqueue");
+    }
+    let search = lawsync::queue::Job::search(&window());
+    rig.deps
+        .queue
+        .enqueue_due_in(&search, Duration::ZERO, note())
+        .await
+        .expect("enqueue");
+    let before = rig.arrivals_len();
+    rig.drain(1).await;
+    let calls: Vec<String> = rig.lookalike.arrivals()[before..]
+        .iter()
+        .map(|a| a.endpoint.clone())
+        .collect();
+    assert!(
+        calls.contains(&"search".to_owned()),
+        "the search went on: {calls:?}"
+    );
+    assert!(
+        !calls.contains(&"detail".to_owned()),
+        "a held detail was called: {calls:?}"
+    );
+    let left = rig.deps.queue.list(50).await.expect("list");
+    for id in ["100001", "100002"] {
+        let entry = left
+            .iter()
+            .find(|e| e.job.as_ref().is_some_and(|j| j.identity == id))
+            .unwrap_or_else(|| panic!("detail {id} kept: {left:?}"));
+        assert_eq!(entry.retry_count, 0, "no attempt counted: {entry:?}");
+    }
 }

@@ -704,6 +704,19 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
         // The gate refused before any call: not an attempt, whatever the reason. Due when the
         // gate expects room (the slot it would have granted: a cooldown's end, or behind the
         // callers ahead), or shortly when it could not say.
+        // The key-health circuit holds this job's API (a probe in flight, or the API refused):
+        // this job waits, and the others go on.
+        Err(JobError::Law(LawError::Gate(GateError::WaitTooLong {
+            wait,
+            cause: crate::gate::Refusal::Circuit { .. },
+            ..
+        }))) => Outcome::Deferred { retry_in: wait },
+        // law.go.kr refused this API alone: its jobs wait for the probe, the other API goes on.
+        Err(JobError::Law(LawError::KeyRefused(crate::law::KeyProblem::NotApplied { .. }))) => {
+            Outcome::Deferred {
+                retry_in: deps.law.key_probe_interval(),
+            }
+        }
         Err(JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, .. }))) => Outcome::NotStarted {
             retry_in: Some(wait),
             room_known: true,
@@ -759,7 +772,7 @@ pub async fn park_or_bury(deps: &Deps, job: &Job, err: JobError) -> MessageFate 
         // (or the scheduled drainer). Never after the retry backoff.
         (JobError::Law(LawError::Gate(GateError::WaitTooLong { wait, cause, .. })), _) => {
             let due_in = match cause {
-                Refusal::Cooldown { .. } => *wait,
+                Refusal::Cooldown { .. } | Refusal::Circuit { .. } => *wait,
                 Refusal::Deadline | Refusal::QueueAhead => Duration::ZERO,
             };
             deps.queue.enqueue_due_in(job, due_in, note).await

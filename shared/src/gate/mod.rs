@@ -103,6 +103,10 @@ pub enum Refusal {
     Deadline,
     /// Callers ahead hold the slots up to the bound.
     QueueAhead,
+    /// The key-health circuit holds calls like this one for `remaining`: a probe of it is
+    /// in flight, or law.go.kr refused this API (see [`crate::key_health`]). Calls it is
+    /// not about may go on.
+    Circuit { remaining: Duration },
 }
 
 impl std::fmt::Display for Refusal {
@@ -113,6 +117,11 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::Deadline => f.write_str(" (the invocation's deadline)"),
             Refusal::QueueAhead => f.write_str(" (callers ahead hold the slots)"),
+            Refusal::Circuit { remaining } => write!(
+                f,
+                " (the key-health circuit holds these calls for another {} ms)",
+                remaining.as_millis()
+            ),
         }
     }
 }
@@ -415,10 +424,15 @@ impl Gate {
                     slot,
                     now,
                     cooldown_end,
+                    by_circuit,
                 } => {
                     self.counters.refusals.fetch_add(1, Ordering::Relaxed);
                     let wait = Duration::from_micros(slot.saturating_sub(now));
-                    let cause = if cooldown_end > now {
+                    let cause = if by_circuit {
+                        Refusal::Circuit {
+                            remaining: Duration::from_micros(cooldown_end.saturating_sub(now)),
+                        }
+                    } else if cooldown_end > now {
                         Refusal::Cooldown {
                             remaining: Duration::from_micros(cooldown_end - now),
                         }

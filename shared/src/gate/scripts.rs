@@ -34,8 +34,14 @@ pub(crate) enum AcquireReply {
     },
     /// Sleep until `slot`, then confirm it with `epoch`.
     Wait { slot: u64, now: u64, epoch: u64 },
-    /// The wait to `slot` is beyond the bound; nothing new was reserved.
-    Refused { slot: u64, now: u64, cooldown_end: u64 },
+    /// The wait to `slot` is beyond the bound, or the key-health circuit holds the call
+    /// (`by_circuit`); nothing new was reserved.
+    Refused {
+        slot: u64,
+        now: u64,
+        cooldown_end: u64,
+        by_circuit: bool,
+    },
 }
 
 impl Shape {
@@ -123,6 +129,7 @@ pub(crate) async fn acquire(
             slot,
             now,
             cooldown_end,
+            by_circuit: probe == 2,
         }),
         _ => Err(RedisFailure::Protocol("gate_acquire reply")),
     }

@@ -429,6 +429,14 @@ impl LawClient {
         }
     }
 
+    /// `grant`'s call, if it was the probe, brought no answer about the key (no reply, a
+    /// status other than 200): see [`LawClient::probe_over`].
+    async fn probe_unanswered(&self, grant: &Grant) {
+        if grant.probe {
+            self.probe_over(grant.granted_at_us).await;
+        }
+    }
+
     /// The probe granted at `granted_at_us` ended with no answer about the key (no reply,
     /// a 5xx or 429, a reply of no known shape, a refusal of one format): the next call may
     /// probe at once instead of waiting out its window.
@@ -735,10 +743,6 @@ impl LawClient {
                 .attempt(conn, endpoint, format, &self.oc, params, attempt_deadline)
                 .instrument(span.clone())
                 .await;
-            if grant.probe && !matches!(outcome, Attempt::Body(_)) {
-                // No answer about the key: the next call may probe at once.
-                self.probe_over(grant.granted_at_us).await;
-            }
             let observe = |status: Option<u16>, cooldown: Option<Duration>| {
                 if let Some(o) = &self.observer {
                     o.observe(&CallEvent {
@@ -769,12 +773,14 @@ impl LawClient {
                 Attempt::Fatal(e) => {
                     // Refused before sending, or a 200 whose body could not be taken.
                     observe((!matches!(e, LawError::InvalidRequest(_))).then_some(200), None);
+                    self.probe_unanswered(&grant).await;
                     return Err(e);
                 }
                 Attempt::Status { status, retry_after } => {
                     span.record("status", status);
                     if !(status == 429 || (500..=599).contains(&status)) {
                         observe(Some(status), None);
+                        self.probe_unanswered(&grant).await;
                         return Err(LawError::Http { status, attempts });
                     }
                     (Some(status), retry_after)
@@ -792,6 +798,8 @@ impl LawClient {
                     } else {
                         observe(None, None);
                     }
+                    // After the cooldown, so that no caller probes into what held this one.
+                    self.probe_unanswered(&grant).await;
                     if attempts == self.max_attempts {
                         return Err(LawError::Network { kind, attempts });
                     }
@@ -804,7 +812,9 @@ impl LawClient {
             let delay = (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP);
             if status == Some(429) {
                 observe(status, Some(delay));
-                if let Err(e) = self.gate.defer(delay).await {
+                let deferred = self.gate.defer(delay).await;
+                self.probe_unanswered(&grant).await;
+                if let Err(e) = deferred {
                     // The call was made and answered 429: an attempt, whatever Redis does.
                     tracing::warn!(error = %e, "rate gate: could not set the cluster cooldown after a 429");
                     return Err(LawError::TryLater {
@@ -815,6 +825,7 @@ impl LawClient {
                 }
             } else if status.is_some() {
                 observe(status, None);
+                self.probe_unanswered(&grant).await;
             }
             let spent = (attempts == self.max_attempts).then_some(LawError::Http {
                 status: status.unwrap_or(0),
