@@ -366,6 +366,32 @@ async fn network_failures_are_retried_then_reported_by_kind() {
     );
 }
 
+/// A connection dropped after the request sets a cluster cooldown; the caller's pause
+/// before its retry must be that same cooldown. A handler waits for a slot no longer than
+/// an interval, so a pause drawn shorter than the cooldown would have the retry refused
+/// and the message parked for a blip the matrix documents as done.
+#[tokio::test]
+async fn a_dropped_connection_pauses_for_exactly_the_cooldown_it_set() {
+    let ok = Reply::json(search_body("0", "[]"));
+    let dropped = Reply::status(200).with_body(Body::Reset);
+    // Jitter is drawn at random: enough rounds that a second draw would lose one.
+    const ROUNDS: usize = 6;
+    let script: Vec<Reply> = (0..ROUNDS).flat_map(|_| [dropped.clone(), ok.clone()]).collect();
+    let up = Upstream::start(script, Reply::status(500)).await;
+    let cfg = config(&up.base_url, &[]);
+    let client = client_for(&up.base_url, &[])
+        .await
+        .with_gate_wait(cfg.handler_max_wait);
+    for round in 0..ROUNDS {
+        let page = client.search(&window(), Deadline::NONE).await;
+        assert!(
+            page.is_ok(),
+            "round {round}: the retry after a dropped connection was not sent: {page:?}"
+        );
+    }
+    assert_eq!(up.seen().len(), 2 * ROUNDS);
+}
+
 #[tokio::test]
 async fn a_stalled_reply_times_out_on_read() {
     let up = Upstream::start(vec![], Reply::status(200).with_body(Body::Stall)).await;

@@ -760,6 +760,10 @@ impl LawClient {
                     });
                 }
             };
+            // The cooldown a dropped connection set, which the pause below must wait out
+            // exactly: a second draw of jitter would wake this caller before the cooldown
+            // ends, and the gate would refuse it a slot it could have waited for.
+            let mut dropped_cooldown = None;
             let (status, retry_after) = match outcome {
                 Attempt::Body(body) => {
                     observe(Some(200), None);
@@ -795,6 +799,7 @@ impl LawClient {
                         if let Err(e) = self.gate.defer(delay).await {
                             tracing::warn!(error = %e, "rate gate: could not set the cluster cooldown after a dropped connection");
                         }
+                        dropped_cooldown = Some(delay);
                     } else {
                         observe(None, None);
                     }
@@ -809,7 +814,8 @@ impl LawClient {
             last_status = status;
             let asked = retry_after.unwrap_or(Duration::ZERO);
             let backoff = backoff(attempt);
-            let delay = (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP);
+            let delay = dropped_cooldown
+                .unwrap_or_else(|| (asked.max(backoff) + jitter(backoff)).min(RETRY_AFTER_CAP));
             if status == Some(429) {
                 observe(status, Some(delay));
                 let deferred = self.gate.defer(delay).await;
