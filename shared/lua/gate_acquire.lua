@@ -76,17 +76,23 @@ local earliest_start = math.max(st.next_start - start_burst, st.cooldown_end)
 -- When the last call started (or later, with a burst).
 local last_start = st.next_start - interval
 
+-- A held slot given up while it is the newest reservation goes back to the schedule, so
+-- the next fresh caller takes it instead of leaving it idle. True when it did.
+local function hand_back_held()
+  local newest_reservation = st.next_reservation - reservation_burst - pace
+  if held > 0 and held == newest_reservation then
+    st.next_reservation = st.next_reservation - pace
+    held = 0
+    return true
+  end
+  return false
+end
+
 -- held_off: the end of what holds the caller back beyond the cooldown (the key-health
 -- circuit: a probe in flight, or a hold on one API), reported as the cooldown's end, and
 -- the reply's last field 2; nil for none.
 local function refuse(slot, held_off)
-  -- A held slot given up while it is the newest reservation goes back to the schedule,
-  -- so the next fresh caller takes it instead of leaving it idle.
-  local newest_reservation = st.next_reservation - reservation_burst - pace
-  if held > 0 and held == newest_reservation then
-    st.next_reservation = st.next_reservation - pace
-    save_state(st, now, idle_ms)
-  elseif st.fresh then
+  if hand_back_held() or st.fresh then
     save_state(st, now, idle_ms)
   end
   if held_off then
@@ -99,9 +105,9 @@ local function wait(slot)
   return { WAIT, slot, now, st.cooldown_end, st.epoch, 0, 0, 0 }
 end
 
-local function within_bound(slot, held_off)
+local function within_bound(slot)
   if slot - now > max_wait then
-    return refuse(slot, held_off)
+    return refuse(slot)
   end
   return wait(slot)
 end
@@ -136,16 +142,11 @@ local function probe_in_flight()
   return 0
 end
 
+-- Read once, before anything is reserved: a start the circuit holds takes no slot.
+local probing, api_held = probe_in_flight()
+
+-- probing is nil or 0 here: the circuit holds nothing this start is about.
 local function go(slot)
-  local probing, api_held = probe_in_flight()
-  if probing and probing > 0 then
-    -- A hold on this API lasts minutes: refused at once. A probe in flight: wait for its
-    -- answer (or its window) like a cooldown.
-    if api_held then
-      return refuse(probing, probing)
-    end
-    return within_bound(probing, probing)
-  end
   local next_start_before = st.next_start
   local start = math.max(st.next_start, now)
   local first_start_since_cooldown = now >= st.cooldown_end and st.cooldown_end > st.last_grant
@@ -163,6 +164,18 @@ local function go(slot)
     probe = 1
   end
   return { GO, slot, now, st.cooldown_end, st.epoch, next_start_before, st.next_start, probe }
+end
+
+if probing and probing > 0 then
+  -- A hold on this API lasts minutes: refused at once. A probe in flight: wait for its
+  -- answer (or its window) like a cooldown, holding no slot meanwhile.
+  if api_held or probing - now > max_wait then
+    return refuse(probing, probing)
+  end
+  if hand_back_held() or st.fresh then
+    save_state(st, now, idle_ms)
+  end
+  return wait(probing)
 end
 
 if held > 0 then

@@ -389,6 +389,22 @@ impl Config {
                 return Err(bad(var, "must be from 1 to 900000 (a Lambda's 15 minutes)"));
             }
         }
+        if policy::key_probe_window(law.connect_timeout, law.read_timeout) > policy::MAX_WAIT_CEILING {
+            // Named by the larger of the two, the one most likely set by mistake.
+            let (var, other) = if law.connect_timeout > law.read_timeout {
+                ("LAW_API_CONNECT_TIMEOUT_MS", "LAW_API_READ_TIMEOUT_MS")
+            } else {
+                ("LAW_API_READ_TIMEOUT_MS", "LAW_API_CONNECT_TIMEOUT_MS")
+            };
+            return Err(bad(
+                var,
+                format!(
+                    "with {other} and a {margin} s margin it makes the key-health probe's window, \
+                     which must come to at most 900000 (a Lambda's 15 minutes)",
+                    margin = policy::KEY_PROBE_MARGIN.as_secs()
+                ),
+            ));
+        }
         if law.max_attempts > 10 {
             return Err(bad(
                 "LAW_API_MAX_ATTEMPTS",

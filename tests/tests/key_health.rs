@@ -990,6 +990,76 @@ async fn an_open_circuit_lets_one_probe_out_at_a_time() {
     }
 }
 
+/// A caller for an API the circuit holds is refused in one round trip and reserves
+/// nothing: the search that asks next gets the slot right after the last one, not one a
+/// refused detail call kept, on every Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_api_takes_no_slot_from_the_others() {
+    use lawsync::gate::Probe;
+    let window = Duration::from_millis(1200);
+    let search = Probe {
+        endpoint: "search",
+        window,
+    };
+    let detail = Probe {
+        endpoint: "detail",
+        window,
+    };
+    let wait = Duration::from_millis(800);
+    for topology in Topology::EVERY {
+        let mut conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        let gate = Arc::new(gate);
+        let pace = gate.config().interval + gate.config().tolerance;
+        let refusal = KeyProblem::NotApplied { format: None };
+        refuse(&health, &gate, refusal, Endpoint::Detail).await;
+        let first = gate
+            .acquire_probing(Deadline::NONE, wait, search)
+            .await
+            .expect("a search, not held");
+        // The gate is busy (a search just started): a detail call is still refused at once.
+        let before = gate.stats().round_trips;
+        let held = gate.acquire_probing(Deadline::NONE, wait, detail).await;
+        assert!(
+            matches!(
+                held,
+                Err(lawsync::GateError::WaitTooLong {
+                    cause: lawsync::Refusal::Circuit { .. },
+                    ..
+                })
+            ),
+            "{topology:?}: {held:?}"
+        );
+        assert_eq!(
+            gate.stats().round_trips - before,
+            1,
+            "{topology:?}: a held detail call waited for a slot before being refused"
+        );
+        // A detail call and a search from two instances at once: the search's slot is the
+        // one right after the first search.
+        let g = gate.clone();
+        let refused = tokio::spawn(async move { g.acquire_probing(Deadline::NONE, wait, detail).await });
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let next = gate
+            .acquire_probing(Deadline::NONE, wait, search)
+            .await
+            .expect("the next search");
+        assert!(refused.await.expect("task").is_err(), "{topology:?}");
+        let gap = Duration::from_micros(next.granted_at_us - first.granted_at_us);
+        assert!(
+            gap < pace * 2,
+            "{topology:?}: {gap:?} between two searches: a held detail call kept a slot (pace {pace:?})"
+        );
+        for key in [gate.key(), health.key()] {
+            let _: () = redis::cmd("DEL")
+                .arg(key)
+                .query_async(&mut conn)
+                .await
+                .expect("del");
+        }
+    }
+}
+
 /// Two instances, a probe slower than the interval: the other instance is held off until
 /// the probe's answer is in, so law.go.kr sees one probe and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

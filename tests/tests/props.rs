@@ -829,12 +829,18 @@ fn numeric_vars() -> Vec<NumVar> {
     vec![
         ("LAW_API_MAX_ATTEMPTS", 10, |c| c.law.max_attempts.into()),
         ("LAW_API_MAX_RESPONSE_BYTES", big, |c| c.law.max_response_bytes),
-        ("LAW_API_CONNECT_TIMEOUT_MS", big, |c| {
-            c.law.connect_timeout.as_millis() as u64
-        }),
-        ("LAW_API_READ_TIMEOUT_MS", big, |c| {
-            c.law.read_timeout.as_millis() as u64
-        }),
+        // Each with the other at its default, the key-health probe's window within the
+        // ceiling.
+        (
+            "LAW_API_CONNECT_TIMEOUT_MS",
+            ms(policy::MAX_WAIT_CEILING - policy::DEFAULT_READ_TIMEOUT - policy::KEY_PROBE_MARGIN),
+            |c| c.law.connect_timeout.as_millis() as u64,
+        ),
+        (
+            "LAW_API_READ_TIMEOUT_MS",
+            ms(policy::MAX_WAIT_CEILING - policy::DEFAULT_CONNECT_TIMEOUT - policy::KEY_PROBE_MARGIN),
+            |c| c.law.read_timeout.as_millis() as u64,
+        ),
         ("LAW_API_BURST", policy::MAX_BURST.into(), |c| c.gate.burst.into()),
         ("LAW_API_REQUEST_INTERVAL_MS", ms(policy::MAX_INTERVAL), |c| {
             c.gate.interval.as_millis() as u64

@@ -636,6 +636,16 @@ async fn write_index(deps: &Deps, id: &str, decided: Option<&str>, env: &Envelop
         .map_err(|e| JobError::Store(e.to_string()))
 }
 
+/// Whether the key-health circuit holds one API alone (a refusal of an API the key is not
+/// granted), as opposed to the key. Unknown (Redis failing) reads as not: the drainer then
+/// stops its pass, the careful side.
+async fn one_api_held(deps: &Deps) -> bool {
+    match deps.law.health().status().await {
+        Ok(Some(c)) => c.scope != "any" && c.held_until_us.is_some() && !c.probing,
+        _ => false,
+    }
+}
+
 /// Runs `job` for the drainer and says how it went.
 pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
     // A backfill window's work gives way while another run is open.
@@ -694,6 +704,14 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
             job.kind.as_str()
         )))),
     };
+    // A refusal of one API holds that API alone only while the circuit's scope is that API;
+    // refusals of both widen it to the key, and the gate itself holds everything.
+    let one_api_held = matches!(
+        &result,
+        Err(JobError::Law(LawError::KeyRefused(
+            crate::law::KeyProblem::NotApplied { .. }
+        )))
+    ) && one_api_held(deps).await;
     match result {
         Ok(()) => Outcome::Done,
         // The deadline, not the upstream, stopped it: not a failure.
@@ -712,7 +730,9 @@ pub async fn run_job(deps: &Deps, job: &Job, deadline: Deadline) -> Outcome {
             ..
         }))) => Outcome::Deferred { retry_in: wait },
         // law.go.kr refused this API alone: its jobs wait for the probe, the other API goes on.
-        Err(JobError::Law(LawError::KeyRefused(crate::law::KeyProblem::NotApplied { .. }))) => {
+        Err(JobError::Law(LawError::KeyRefused(crate::law::KeyProblem::NotApplied { .. })))
+            if one_api_held =>
+        {
             Outcome::Deferred {
                 retry_in: deps.law.key_probe_interval(),
             }
