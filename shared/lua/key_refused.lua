@@ -92,13 +92,10 @@ if held_scope == 'any' then
   return { opened, opened_ms, refusals, st.cooldown_end }
 end
 -- One API refused: its calls are held in the circuit (never shortened), and the gate is
--- not. Whatever the gate's own cooldown, the later end is what holds those calls. A
--- probe_until with a probe_at beside it is a probe's window, not a hold: not kept.
-local held_until = now_us + hold
-local marked = redis.call('HMGET', K.health, 'probe_until', 'probe_at')
-if not marked[2] then
-  held_until = math.max(held_until, tonumber(marked[1] or '') or 0)
-end
+-- not. Whatever the gate's own cooldown, the later end is what holds those calls. A probe
+-- in flight keeps its window too, however short the hold: this refusal may be another
+-- call's, and two probes are never out at once.
+local held_until = math.max(now_us + hold, tonumber(redis.call('HGET', K.health, 'probe_until') or '') or 0)
 if held_until > now_us + HORIZON then
   held_until = now_us + hold
 end

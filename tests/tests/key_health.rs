@@ -1060,6 +1060,50 @@ async fn a_held_api_takes_no_slot_from_the_others() {
     }
 }
 
+/// A refusal of one API while its probe is out (another call's answer, or a hold shorter
+/// than the window) keeps the probe's window: a second probe never starts beside it.
+#[tokio::test]
+async fn a_short_hold_never_cuts_a_probe_in_flight_short() {
+    use lawsync::gate::Probe;
+    let window = Duration::from_millis(1500);
+    let detail = Probe {
+        endpoint: "detail",
+        window,
+    };
+    let short = Duration::from_millis(100);
+    let wait = Duration::from_millis(300);
+    for topology in Topology::EVERY {
+        let conn = topology.connect().await;
+        let (gate, health) = circuit_on(conn.clone());
+        let refusal = KeyProblem::NotApplied { format: None };
+        health
+            .refused(&refusal, Endpoint::Detail, &gate, short)
+            .await
+            .expect("refused");
+        tokio::time::sleep(short + Duration::from_millis(20)).await;
+        let probe = gate
+            .acquire_probing(Deadline::NONE, wait, detail)
+            .await
+            .expect("the probe");
+        assert!(probe.probe, "{topology:?}");
+        health
+            .refused(&refusal, Endpoint::Detail, &gate, short)
+            .await
+            .expect("refused again");
+        tokio::time::sleep(short + Duration::from_millis(20)).await;
+        let beside = gate.acquire_probing(Deadline::NONE, wait, detail).await;
+        assert!(
+            beside.is_err(),
+            "{topology:?}: a second probe inside the first one's window: {beside:?}"
+        );
+        let held = health.status().await.expect("status").expect("open");
+        assert!(
+            held.held_until_us >= Some(probe.granted_at_us + window.as_micros() as u64),
+            "{topology:?}: {held:?}"
+        );
+    }
+}
+
 /// Two instances, a probe slower than the interval: the other instance is held off until
 /// the probe's answer is in, so law.go.kr sees one probe and nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
